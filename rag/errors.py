@@ -1,0 +1,35 @@
+"""The errors a user can cause, each with a message that says what to do next.
+
+The CLI turns a RagError into one line on stderr and an exit code; anything else
+is a bug and keeps its traceback under RAG_DEBUG=1.
+"""
+
+
+class RagError(Exception):
+    """Base of every error the user can fix; `exit_code` is what the CLI returns."""
+
+    exit_code = 1
+
+
+class UsageError(RagError):
+    """The request itself is wrong: an empty question, an unknown filter value."""
+
+    exit_code = 2
+
+
+class CorpusError(RagError):
+    """A corpus file breaks the format; names the file and the line."""
+
+    def __init__(self, path, line: int, problem: str):
+        self.path = str(path)
+        self.line = line
+        self.problem = problem
+        super().__init__(f"{self.path}:{line}: {problem}")
+
+
+class StoreError(RagError):
+    """The vector store cannot be opened, reached or read."""
+
+
+class ModelError(RagError):
+    """A bundled model is missing or cannot be loaded."""

@@ -1,0 +1,225 @@
+"""Chunk papers, embed the chunks and keep the Chroma collection in step with the corpus.
+
+`ingest` makes the collection hold exactly the given corpus: new papers are added,
+edited ones replaced, removed ones deleted, unchanged ones left alone (not re-embedded).
+Each paper's chunks are written in one call, after its old chunks are deleted, and every
+chunk records how many chunks its paper has: an ingest killed halfway leaves papers
+that are either whole or missing or detectably short, and the next ingest repairs them.
+Parsing happens before anything is written, so a bad corpus file changes nothing.
+"""
+
+import dataclasses
+import hashlib
+import json
+import sys
+import time
+from dataclasses import dataclass
+
+from rag.corpus import Corpus, Paper, clean_text, load_corpus, name_tokens
+from rag.embedding import load_embed_model
+from rag.settings import Settings
+from rag.store import Store, open_store
+
+PAPERS_PER_BATCH = 8
+READ_PAGE = 5000
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What an ingest did, for the CLI and benchmarks."""
+
+    index: str
+    location: str
+    papers: int
+    chunks: int
+    added: int
+    updated: int
+    removed: int
+    unchanged: int
+    duplicates: tuple[str, ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _StoredPaper:
+    fingerprint: str
+    n_chunks: int
+    found_chunks: int
+
+
+def ingest(settings: Settings, paths=None, progress: bool = True, rebuild: bool = False) -> IngestReport:
+    """Parse `paths` (default: settings.corpus) and make the index hold exactly those papers."""
+    started = time.perf_counter()
+    corpus = load_corpus(paths or [settings.corpus])
+    store = open_store(settings)
+    if rebuild:
+        store.drop()
+    counts = sync(store, corpus, settings, progress)
+    collection = store.collection(create=True)
+    collection.modify(metadata={**collection.metadata, "sources": json.dumps([str(f) for f in corpus.files]),
+                                "ingested_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    return IngestReport(index=store.name, location=store.location, papers=len(corpus.papers),
+                        chunks=collection.count(), duplicates=corpus.duplicates,
+                        seconds=time.perf_counter() - started, **counts)
+
+
+def sync(store: Store, corpus: Corpus, settings: Settings, progress: bool) -> dict:
+    """Delete what is stale or broken, add what is missing; returns the counts."""
+    collection = store.collection(create=True)
+    stored = _stored_papers(collection)
+    wanted = {p.paper_id: p for p in corpus.papers}
+    intact = {pid for pid, s in stored.items()
+              if pid in wanted and s.fingerprint == fingerprint(wanted[pid]) and s.found_chunks == s.n_chunks}
+    stale = [pid for pid in stored if pid not in intact]
+    for start in range(0, len(stale), 500):
+        collection.delete(where={"paper_id": {"$in": stale[start:start + 500]}})
+    todo = [p for p in corpus.papers if p.paper_id not in intact]
+    _add_papers(collection, todo, settings, progress)
+    return {"added": sum(p.paper_id not in stored for p in todo),
+            "updated": sum(p.paper_id in stored for p in todo),
+            "removed": sum(pid not in wanted for pid in stored),
+            "unchanged": len(intact)}
+
+
+def _add_papers(collection, papers: list[Paper], settings: Settings, progress: bool) -> None:
+    if not papers:
+        return
+    from tqdm import tqdm
+
+    splitter = make_splitter(settings)
+    embed_model = load_embed_model(settings.embed_model, settings.embed_batch_size)
+    with tqdm(total=len(papers), unit="paper", desc="Embedding", disable=not progress,
+              file=sys.stderr, mininterval=0.2) as bar:
+        for start in range(0, len(papers), PAPERS_PER_BATCH):
+            batch = papers[start:start + PAPERS_PER_BATCH]
+            ids, texts, metadatas = [], [], []
+            for paper in batch:
+                chunks = splitter.split_text(paper.text)
+                for number, text in enumerate(chunks):
+                    ids.append(f"{paper.paper_id}-{number}")
+                    texts.append(text)
+                    metadatas.append(chunk_metadata(paper, number, len(chunks)))
+            embeddings = embed_model.get_text_embedding_batch(texts)
+            collection.upsert(ids=ids, embeddings=embeddings, documents=texts, metadatas=metadatas)
+            bar.update(len(batch))
+
+
+def make_splitter(settings: Settings):
+    """llama-index's sentence-aware splitter, counting tokens with tiktoken's cl100k_base."""
+    import tiktoken
+    from llama_index.core.node_parser import SentenceSplitter
+
+    encoding = tiktoken.get_encoding("cl100k_base")
+    return SentenceSplitter(chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap,
+                            tokenizer=encoding.encode)
+
+
+def fingerprint(paper: Paper) -> str:
+    """Hash of everything stored about a paper: any change means its chunks are rewritten."""
+    record = json.dumps(dataclasses.asdict(paper), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(record.encode()).hexdigest()[:16]
+
+
+def chunk_metadata(paper: Paper, number: int, n_chunks: int) -> dict:
+    """The paper's metadata as carried by each of its chunks (Chroma takes no None values)."""
+    meta = {
+        "paper_id": paper.paper_id, "chunk": number, "n_chunks": n_chunks,
+        "fingerprint": fingerprint(paper), "label": paper.label,
+        "authors": list(paper.authors), "authors_truncated": paper.authors_truncated,
+        "author_tokens": sorted({t for a in paper.authors for t in name_tokens(a)}),
+        "abstract": paper.abstract,
+        "source_file": paper.source_file, "position": paper.position, "line": paper.line,
+        "source": paper.source,
+    }
+    if paper.category is not None:
+        meta["category"] = paper.category
+    if paper.urls:
+        meta["urls"] = list(paper.urls)
+    return meta
+
+
+def paper_from_metadata(meta: dict) -> Paper:
+    """Rebuild the Paper a chunk belongs to from its metadata."""
+    return Paper(
+        paper_id=meta["paper_id"], authors=tuple(meta["authors"]),
+        authors_truncated=bool(meta["authors_truncated"]), category=meta.get("category"),
+        abstract=meta["abstract"], text=clean_text(meta["abstract"]), source_file=meta["source_file"],
+        position=int(meta["position"]), line=int(meta["line"]), label=meta["label"],
+        urls=tuple(meta.get("urls") or ()),
+    )
+
+
+def stored_papers(collection) -> list[Paper]:
+    """Every paper in the collection, in corpus order."""
+    papers = [paper_from_metadata(m) for m in _read_all(collection, where={"chunk": 0})]
+    return sorted(papers, key=lambda p: (p.source_file, p.position))
+
+
+def _stored_papers(collection) -> dict[str, _StoredPaper]:
+    found: dict[str, list] = {}
+    for meta in _read_all(collection):
+        entry = found.setdefault(meta["paper_id"], [meta["fingerprint"], meta["n_chunks"], 0])
+        if entry[0] != meta["fingerprint"]:
+            entry[0] = "mixed"
+        entry[2] += 1
+    return {pid: _StoredPaper(*entry) for pid, entry in found.items()}
+
+
+def _read_all(collection, where=None):
+    """Yield every chunk's metadata, a page at a time."""
+    offset = 0
+    while True:
+        page = collection.get(where=where, include=["metadatas"], limit=READ_PAGE, offset=offset)
+        yield from page["metadatas"]
+        if len(page["ids"]) < READ_PAGE:
+            return
+        offset += READ_PAGE
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    """What is indexed, for `rag papers`."""
+
+    index: str
+    location: str
+    shape: dict
+    papers: list[Paper]
+    chunks: int
+    sources: list[str]
+    ingested_at: str | None
+    size_bytes: int | None
+
+    def categories(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for paper in self.papers:
+            counts[paper.category or ""] = counts.get(paper.category or "", 0) + 1
+        return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+    def to_json(self) -> dict:
+        categories = self.categories()
+        return {"index": self.index, "location": self.location, "settings": self.shape,
+                "papers": len(self.papers), "chunks": self.chunks,
+                "categories": {c: n for c, n in categories.items() if c},
+                "uncategorized": categories.get("", 0), "sources": self.sources,
+                "ingested_at": self.ingested_at, "size_bytes": self.size_bytes,
+                "list": [{"paper_id": p.paper_id, "label": p.label, "authors": list(p.authors),
+                          "category": p.category, "source": p.source} for p in self.papers]}
+
+
+def describe_index(settings: Settings) -> IndexInfo:
+    """Read what the index holds without changing it (an absent index reads as empty)."""
+    from rag.store import index_shape
+
+    store = open_store(settings)
+    collection = store.collection(create=False)
+    meta = (collection.metadata or {}) if collection is not None else {}
+    papers = stored_papers(collection) if collection is not None else []
+    size = None if settings.chroma_url else _folder_size(settings.home / "chroma")
+    return IndexInfo(index=store.name, location=store.location, shape=index_shape(settings), papers=papers,
+                     chunks=collection.count() if collection is not None else 0,
+                     sources=json.loads(meta.get("sources", "[]")), ingested_at=meta.get("ingested_at"),
+                     size_bytes=size)
+
+
+def _folder_size(path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0

@@ -1,0 +1,196 @@
+"""Question -> ranked papers: dense search over chunks, aggregated per paper, with filters.
+
+A paper's dense score is the cosine similarity of its best-matching chunk; a
+keyword (BM25) score, scaled to the question's best match, is added with a weight
+from Settings. Filters by
+category (a full `Area · Subarea` or just the area) and by author name (any author
+position, case- and accent-insensitive) are resolved against the stored papers and
+applied to both parts. This module does not generate answers.
+"""
+
+import difflib
+import time
+from dataclasses import dataclass, field
+
+from rag.corpus import CATEGORY_SEPARATOR, Paper, name_tokens
+from rag.errors import UsageError
+from rag.embedding import load_embed_model
+from rag.index import ingest, paper_from_metadata, stored_papers
+from rag.keyword import KeywordIndex
+from rag.settings import Settings
+from rag.store import open_store
+
+MIN_CHUNKS_FETCHED = 20
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Restrictions on which papers a search may return."""
+
+    category: str | None = None
+    author: str | None = None
+
+    def as_dict(self) -> dict:
+        return {name: value for name, value in vars(self).items() if value}
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved paper with its score and the chunk that matched best."""
+
+    rank: int
+    paper: Paper
+    score: float
+    best_chunk: str
+    dense_score: float = 0.0
+    keyword_score: float = 0.0
+
+    def to_json(self) -> dict:
+        p = self.paper
+        return {"rank": self.rank, "paper_id": p.paper_id, "label": p.label, "authors": list(p.authors),
+                "category": p.category, "source": p.source, "score": round(self.score, 4),
+                "abstract": p.abstract, "best_chunk": self.best_chunk,
+                "dense_score": round(self.dense_score, 4), "keyword_score": round(self.keyword_score, 4)}
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The answer to one search, shaped like `rag search --json`."""
+
+    question: str
+    k: int
+    filters: Filters
+    index: str
+    hits: list[Hit]
+    timings: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"question": self.question, "k": self.k, "filters": self.filters.as_dict(),
+                "index": self.index, "results": [h.to_json() for h in self.hits],
+                "timings": {k: round(v, 4) for k, v in self.timings.items()}}
+
+
+def check_question(question: str) -> str:
+    """The question stripped; an empty one is a usage error."""
+    if not question or not question.strip():
+        raise UsageError("the question is empty: write what you want to find, e.g. "
+                         "rag search \"what methods reduce reasoning length?\"")
+    return question.strip()
+
+
+class Retriever:
+    """Searches one index; opens it (ingesting the corpus if it is empty) when created."""
+
+    def __init__(self, settings: Settings, notify=lambda message: None):
+        self.settings = settings
+        self.store = open_store(settings)
+        self.collection = self.store.collection(create=False)
+        if self.collection is None or self.collection.count() == 0:
+            notify(f"The index is empty: ingesting {settings.corpus} first (once).")
+            ingest(settings, progress=True)
+            self.collection = self.store.collection(create=False)
+        self.papers = stored_papers(self.collection)
+        self.keyword_index = KeywordIndex(self.papers)
+        self.embed_model = load_embed_model(settings.embed_model, settings.embed_batch_size)
+
+    def search(self, question: str, k: int | None = None, filters: Filters = Filters()) -> SearchResult:
+        """The top-k papers for `question` that pass `filters`."""
+        question = check_question(question)
+        k = k or self.settings.top_k
+        if k < 1:
+            raise UsageError(f"k must be at least 1, got {k}")
+        allowed = self._allowed_papers(filters)
+        started = time.perf_counter()
+        query = self.embed_model.get_query_embedding(question)
+        embedded = time.perf_counter()
+        hits = self._rank(question, query, k, allowed) if allowed != set() else []
+        timings = {"embed_s": embedded - started, "search_s": time.perf_counter() - embedded}
+        return SearchResult(question, k, filters, self.store.name, hits, timings)
+
+    def _rank(self, question: str, query: list[float], k: int, allowed: set[str] | None) -> list[Hit]:
+        """Fuse dense and keyword scores: cosine + weight * (BM25 / best BM25 of this question)."""
+        where = None if allowed is None else {"paper_id": {"$in": sorted(allowed)}}
+        dense = self._dense(query, k, where)
+        keyword = self._keyword(question, k, allowed)
+        missing = [pid for pid in keyword if pid not in dense]
+        if missing:
+            dense.update(self._dense(query, len(missing), {"paper_id": {"$in": missing}}))
+        weight = self.settings.keyword_weight
+        fused = {pid: (score + weight * keyword.get(pid, 0.0), score, keyword.get(pid, 0.0), meta, text)
+                 for pid, (score, meta, text) in dense.items()}
+        ranked = sorted(fused.values(), key=lambda item: -item[0])[:k]
+        return [Hit(rank, paper_from_metadata(meta), score, text, dense_score, keyword_score)
+                for rank, (score, dense_score, keyword_score, meta, text) in enumerate(ranked, start=1)]
+
+    def _dense(self, query: list[float], k: int, where: dict | None) -> dict[str, tuple[float, dict, str]]:
+        """Best chunk per paper for at least k papers (fewer if the index has fewer)."""
+        total = self.collection.count()
+        n = min(total, max(4 * k, MIN_CHUNKS_FETCHED))
+        while True:
+            found = self.collection.query(query_embeddings=[query], n_results=n, where=where,
+                                          include=["documents", "metadatas", "distances"])
+            best = _best_chunk_per_paper(found)
+            if len(best) >= k or n >= total:
+                return best
+            n = min(total, n * 4)
+
+    def _keyword(self, question: str, k: int, allowed: set[str] | None) -> dict[str, float]:
+        """Keyword scores of the best candidates, scaled so this question's best paper has 1."""
+        top_n = len(self.papers) if allowed is not None else max(2 * k, MIN_CHUNKS_FETCHED)
+        scores = self.keyword_index.scores(question, top_n)
+        if allowed is not None:
+            scores = {pid: s for pid, s in scores.items() if pid in allowed}
+        best = max(scores.values(), default=0.0)
+        ranked = sorted(scores.items(), key=lambda item: -item[1])[:max(2 * k, 10)]
+        return {pid: s / best for pid, s in ranked} if best > 0 else {}
+
+    def _allowed_papers(self, filters: Filters) -> set[str] | None:
+        """The ids of papers that pass the filters; None when nothing is filtered."""
+        if not filters.category and not filters.author:
+            return None
+        papers = self.papers
+        if filters.category:
+            categories = set(self.resolve_category(filters.category))
+            papers = [p for p in papers if p.category in categories]
+        if filters.author:
+            if not any(author_matches(filters.author, p.authors) for p in self.papers):
+                raise UsageError(f"no indexed paper has an author matching {filters.author!r}: "
+                                 "check the spelling, or list authors with `rag papers --json`")
+            papers = [p for p in papers if author_matches(filters.author, p.authors)]
+        return {p.paper_id for p in papers}
+
+    def resolve_category(self, wanted: str) -> list[str]:
+        """The stored categories a --category value names: a full category, or an area."""
+        known = sorted({p.category for p in self.papers if p.category})
+        folded = wanted.strip().casefold()
+        exact = [c for c in known if c.casefold() == folded]
+        matches = exact or [c for c in known if c.split(CATEGORY_SEPARATOR)[0].casefold() == folded]
+        if matches:
+            return matches
+        areas = sorted({c.split(CATEGORY_SEPARATOR)[0] for c in known})
+        close = difflib.get_close_matches(wanted.strip(), areas + known, n=3, cutoff=0.5)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else \
+            "list the categories with `rag papers`"
+        raise UsageError(f"unknown category {wanted!r}: {hint}")
+
+
+def author_matches(query: str, authors) -> bool:
+    """True when one author carries every word of `query`; a one-letter word matches an initial."""
+    wanted = name_tokens(query)
+    if not wanted:
+        return False
+    for author in authors:
+        have = name_tokens(author)
+        if all(any(h == w or (len(w) == 1 and h.startswith(w)) for h in have) for w in wanted):
+            return True
+    return False
+
+
+def _best_chunk_per_paper(found: dict) -> dict[str, tuple[float, dict, str]]:
+    best: dict[str, tuple[float, dict, str]] = {}
+    for meta, text, distance in zip(found["metadatas"][0], found["documents"][0], found["distances"][0]):
+        score = 1.0 - distance
+        pid = meta["paper_id"]
+        if pid not in best or score > best[pid][0]:
+            best[pid] = (score, meta, text)
+    return best

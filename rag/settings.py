@@ -1,0 +1,101 @@
+"""One Settings object: every knob of rag, its default and its RAG_ environment variable.
+
+Defaults are the offline embedded setup: the bundled corpus, the bundled embedding
+model, a Chroma store on local disk. This module reads the environment; it does not
+open stores or load models.
+"""
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from rag.errors import UsageError
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+DEFAULT_EMBED_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_CHUNK_SIZE = 192
+DEFAULT_CHUNK_OVERLAP = 32
+DEFAULT_TOP_K = 5
+DEFAULT_EMBED_BATCH_SIZE = 32
+DEFAULT_KEYWORD_WEIGHT = 0.3
+
+
+def default_home() -> Path:
+    """Per-user data directory: $XDG_DATA_HOME/rag, else ~/.local/share/rag."""
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "rag"
+
+
+def bundled_corpus() -> Path:
+    """The corpus shipped with rag: data/ in a checkout, rag/data in an installed wheel."""
+    for candidate in (PACKAGE_DIR.parent / "data", PACKAGE_DIR / "data"):
+        if candidate.is_dir():
+            return candidate
+    return PACKAGE_DIR.parent / "data"
+
+
+def _setting(default, help: str, env: str | None = None, **kwargs):
+    return field(default=default, metadata={"help": help, "env": env}, **kwargs)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that configures rag. Fields that shape the index name it (see store.py)."""
+
+    home: Path = _setting(None, "Where rag keeps its index and caches.", "RAG_HOME")
+    corpus: Path = _setting(None, "Corpus files or folder that `rag ingest` reads by default.", "RAG_CORPUS")
+    chroma_url: str | None = _setting(None, "Chroma server URL (http://HOST:PORT); unset = embedded store.",
+                                      "RAG_CHROMA_URL")
+    embed_model: str = _setting(DEFAULT_EMBED_MODEL, "Embedding model: the bundled name or a local "
+                                "sentence-transformers folder.", "RAG_EMBED_MODEL")
+    chunk_size: int = _setting(DEFAULT_CHUNK_SIZE, "Chunk size in tiktoken (cl100k) tokens.", "RAG_CHUNK_SIZE")
+    chunk_overlap: int = _setting(DEFAULT_CHUNK_OVERLAP, "Overlap between chunks in tokens.", "RAG_CHUNK_OVERLAP")
+    top_k: int = _setting(DEFAULT_TOP_K, "How many papers a search returns.", "RAG_TOP_K")
+    keyword_weight: float = _setting(DEFAULT_KEYWORD_WEIGHT, "Weight of the keyword (BM25) score added "
+                                     "to the dense score; 0 = dense only.", "RAG_KEYWORD_WEIGHT")
+    embed_batch_size: int = _setting(DEFAULT_EMBED_BATCH_SIZE, "Texts per embedding batch.",
+                                     "RAG_EMBED_BATCH_SIZE")
+
+    def __post_init__(self):
+        if self.home is None:
+            object.__setattr__(self, "home", default_home())
+        if self.corpus is None:
+            object.__setattr__(self, "corpus", bundled_corpus())
+        object.__setattr__(self, "home", Path(self.home).expanduser())
+        object.__setattr__(self, "corpus", Path(self.corpus).expanduser())
+        if self.chunk_size < 16 or not 0 <= self.chunk_overlap < self.chunk_size:
+            raise UsageError(f"chunk size {self.chunk_size} and overlap {self.chunk_overlap} do not fit: "
+                             "use a chunk size of at least 16 and an overlap smaller than it")
+        if self.keyword_weight < 0:
+            raise UsageError(f"keyword weight must be 0 or more, got {self.keyword_weight}")
+        if self.top_k < 1:
+            raise UsageError(f"top-k must be at least 1, got {self.top_k}")
+
+    @classmethod
+    def from_env(cls, environ=None, **overrides) -> "Settings":
+        """Settings from RAG_* variables, then `overrides` (None values are ignored)."""
+        environ = os.environ if environ is None else environ
+        values = {}
+        for f in fields(cls):
+            raw = environ.get(f.metadata["env"] or "")
+            if raw not in (None, ""):
+                values[f.name] = _convert(f, raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def with_overrides(self, **overrides) -> "Settings":
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, str, str]]:
+        """(environment variable, default, help) for each setting, for the README and --help."""
+        return [(f.metadata["env"], str(f.default), f.metadata["help"]) for f in fields(cls)]
+
+
+def _convert(f, raw: str):
+    if f.type in (int, float):
+        try:
+            return f.type(raw)
+        except ValueError:
+            raise UsageError(f"{f.metadata['env']}={raw!r} is not a {f.type.__name__} number") from None
+    return raw

@@ -1,0 +1,1 @@
+"""Gradio chat UI for rag (presentation only; calls the rag library)."""
