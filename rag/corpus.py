@@ -248,7 +248,7 @@ _SYMBOLS = {
     "theta": "θ", "lambda": "λ", "mu": "μ", "pi": "π", "rho": "ρ", "sigma": "σ", "tau": "τ",
     "phi": "φ", "omega": "ω", "Delta": "Δ", "Omega": "Ω", "log": "log", "sqrt": "√",
 }
-_SYMBOL = re.compile(r"\\([A-Za-z]+)\s?")
+_SYMBOL = re.compile(r"\\([A-Za-z]+)")
 _MD_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
 _MD_BOLD = re.compile(r"\*\*(?=\S)([^*\n]+?)(?<=\S)\*\*")
 _MD_EMPHASIS = re.compile(r"(?<![\w*])(\*|__)(?=\S)([^*\n]+?)(?<=\S)\1(?![\w*])")

@@ -2,8 +2,10 @@
 
 `ingest` makes the collection hold exactly the given corpus: new papers are added,
 edited ones replaced, removed ones deleted, unchanged ones left alone (not re-embedded).
-Each paper's chunks are written in one call, after its old chunks are deleted, and every
-chunk records how many chunks its paper has: an ingest killed halfway leaves papers
+A paper's id is a hash of its text, so an edited abstract is a removal plus an addition.
+A paper whose text is unchanged but whose metadata moved (category, position) keeps its
+vectors and gets new metadata. Each paper's chunks are written in one call, after any
+old chunks are deleted, and every chunk records how many chunks its paper has: an ingest killed halfway leaves papers
 that are either whole or missing or detectably short, and the next ingest repairs them.
 Parsing happens before anything is written, so a bad corpus file changes nothing.
 """
@@ -64,21 +66,23 @@ def ingest(settings: Settings, paths=None, progress: bool = True, rebuild: bool 
 
 
 def sync(store: Store, corpus: Corpus, settings: Settings, progress: bool) -> dict:
-    """Delete what is stale or broken, add what is missing; returns the counts."""
+    """Delete what is gone or broken, relabel what only moved, add what is missing; returns counts."""
     collection = store.collection(create=True)
     stored = _stored_papers(collection)
     wanted = {p.paper_id: p for p in corpus.papers}
-    intact = {pid for pid, s in stored.items()
-              if pid in wanted and s.fingerprint == fingerprint(wanted[pid]) and s.found_chunks == s.n_chunks}
-    stale = [pid for pid in stored if pid not in intact]
-    for start in range(0, len(stale), 500):
-        collection.delete(where={"paper_id": {"$in": stale[start:start + 500]}})
-    todo = [p for p in corpus.papers if p.paper_id not in intact]
+    whole = {pid for pid, s in stored.items() if pid in wanted and s.found_chunks == s.n_chunks}
+    relabel = [wanted[pid] for pid in whole if stored[pid].fingerprint != fingerprint(wanted[pid])]
+    broken = [pid for pid in stored if pid not in whole]
+    for start in range(0, len(broken), 500):
+        collection.delete(where={"paper_id": {"$in": broken[start:start + 500]}})
+    for paper in relabel:  # same id means same text and chunks: only the metadata changed
+        n_chunks = stored[paper.paper_id].n_chunks
+        collection.update(ids=[f"{paper.paper_id}-{i}" for i in range(n_chunks)],
+                          metadatas=[chunk_metadata(paper, i, n_chunks) for i in range(n_chunks)])
+    todo = [p for p in corpus.papers if p.paper_id not in whole]
     _add_papers(collection, todo, settings, progress)
-    return {"added": sum(p.paper_id not in stored for p in todo),
-            "updated": sum(p.paper_id in stored for p in todo),
-            "removed": sum(pid not in wanted for pid in stored),
-            "unchanged": len(intact)}
+    return {"added": len(todo), "updated": len(relabel),
+            "removed": sum(pid not in wanted for pid in stored), "unchanged": len(whole) - len(relabel)}
 
 
 def _add_papers(collection, papers: list[Paper], settings: Settings, progress: bool) -> None:

@@ -1,0 +1,110 @@
+"""Paper-level search on the real corpus: ranking, filters, the JSON contract, first-run ingest."""
+
+import pytest
+
+from conftest import SMALL_PAPERS, write_corpus
+from rag.corpus import clean_text
+from rag.errors import UsageError
+from rag.retrieve import Filters, Retriever, author_matches
+from rag.settings import Settings
+
+
+@pytest.fixture
+def retriever(real_settings):
+    return Retriever(real_settings)
+
+
+def first_authors(result):
+    return [hit.paper.authors[0] for hit in result.hits]
+
+
+def test_reasoning_length_finds_shrivastava_in_top_3(retriever):
+    result = retriever.search("what methods reduce reasoning length?")
+    assert "Vaishnavi Shrivastava" in first_authors(result)[:3]
+
+
+def test_grokking_finds_both_grokking_papers_in_top_5(retriever):
+    result = retriever.search("Which papers study grokking?")
+    assert {"Neil Mallinar", "Themistoklis Haris"} <= set(first_authors(result)[:5])
+
+
+def test_results_are_distinct_papers_in_score_order(retriever):
+    result = retriever.search("large language model agents", k=10)
+    ids = [hit.paper.paper_id for hit in result.hits]
+    scores = [hit.score for hit in result.hits]
+    assert len(ids) == len(set(ids)) == 10
+    assert scores == sorted(scores, reverse=True)
+    assert [hit.rank for hit in result.hits] == list(range(1, 11))
+
+
+def test_k_beyond_the_corpus_returns_every_paper_once(retriever):
+    assert len(retriever.search("neural networks", k=500).hits) == 80
+
+
+def test_json_contract(retriever):
+    data = retriever.search("speech generation", k=3, filters=Filters(category="Applications")).to_json()
+    assert set(data) >= {"question", "k", "filters", "index", "results", "timings"}
+    assert data["filters"] == {"category": "Applications"} and data["k"] == 3
+    assert data["index"].startswith("rag-papers-")
+    assert set(data["timings"]) >= {"embed_s", "search_s"}
+    for row in data["results"]:
+        assert set(row) >= {"rank", "paper_id", "label", "authors", "category", "source", "score",
+                            "abstract", "best_chunk"}
+        assert isinstance(row["authors"], list) and isinstance(row["score"], float)
+        assert row["best_chunk"][:60] in clean_text(row["abstract"])  # chunks come from the cleaned text
+        assert row["category"].startswith("Applications · ")
+
+
+def test_category_filter_exact_and_by_area(retriever):
+    exact = retriever.search("learning", k=10, filters=Filters(category="deep learning · theory"))
+    assert {h.paper.category for h in exact.hits} == {"Deep Learning · Theory"} and len(exact.hits) == 3
+    area = retriever.search("learning", k=80, filters=Filters(category="Deep Learning"))
+    assert len(area.hits) == 17 and all(h.paper.category.startswith("Deep Learning · ") for h in area.hits)
+
+
+def test_unknown_category_suggests_close_ones(retriever):
+    with pytest.raises(UsageError, match="did you mean 'Deep Learning · Theory'"):
+        retriever.search("x", filters=Filters(category="Deep Learning · Theroy"))
+
+
+@pytest.mark.parametrize("author, first_author", [
+    ("Cedric Colas", "Cédric Colas"),       # accents optional
+    ("colas", "Cédric Colas"),              # surname only, any case
+    ("C. Colas", "Cédric Colas"),           # initials
+    ("Tracey Mills", "Cédric Colas"),       # a co-author, not the first
+    ("Andrew Saxe", "Loek van Rossem"),     # last position
+])
+def test_author_filter(retriever, author, first_author):
+    result = retriever.search("learning", k=5, filters=Filters(author=author))
+    assert first_authors(result) == [first_author]
+
+
+def test_unknown_author_is_a_usage_error(retriever):
+    with pytest.raises(UsageError, match="no indexed paper has an author matching 'Nobody Atall'"):
+        retriever.search("x", filters=Filters(author="Nobody Atall"))
+
+
+def test_filters_combine(retriever):
+    result = retriever.search("x", filters=Filters(author="Manling Li", category="Deep Learning"))
+    assert [h.paper.category for h in result.hits] == ["Deep Learning · Large Language Models"]
+
+
+@pytest.mark.parametrize("question", ["", "   ", "\t\n"])
+def test_empty_question_is_a_usage_error(retriever, question):
+    with pytest.raises(UsageError, match="question is empty"):
+        retriever.search(question)
+
+
+def test_author_matches_needs_one_author_with_every_word():
+    assert author_matches("Cedric Colas", ["Cédric Colas", "Tracey Mills"])
+    assert not author_matches("Cedric Mills", ["Cédric Colas", "Tracey Mills"])
+    assert not author_matches("", ["Cédric Colas"])
+
+
+def test_first_search_on_an_empty_index_ingests_the_corpus(tmp_path):
+    corpus = write_corpus(tmp_path / "c.txt", SMALL_PAPERS)
+    said = []
+    retriever = Retriever(Settings.from_env(corpus=corpus), notify=said.append)
+    assert said and "ingesting" in said[0] and str(corpus) in said[0]
+    result = retriever.search("compiler for business programs", k=1)
+    assert first_authors(result) == ["Grace Hopper"]
