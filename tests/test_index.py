@@ -142,6 +142,7 @@ def test_sigkill_halfway_is_repaired_by_the_next_ingest(tmp_path, isolated_home)
         assert proc.poll() is None, seen.decode(errors="replace")[-500:]
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    proc.stderr.close()
     settings = Settings.from_env(corpus=DATA)
     collection = open_store(settings).collection(create=False)
     stored = _stored_papers(collection)

@@ -1,0 +1,128 @@
+"""The `rag` command: output, exit codes, one-line errors and batch mode."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SMALL_PAPERS, write_corpus
+from rag.cli import main
+
+
+def run(argv, capsys, stdin=None, monkeypatch=None):
+    if stdin is not None:
+        import io
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["ingest", "--help"], ["search", "--help"], ["papers", "--help"]])
+def test_help(argv, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 0 and "usage: rag" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, code, message", [
+    (["search", ""], 2, "the question is empty"),
+    (["search", "   "], 2, "the question is empty"),
+    (["search", "-k", "0", "x"], 2, "-k must be at least 1"),
+    (["ingest", "/no/such/file.txt"], 2, "no such file or folder"),
+    (["search", "--chroma-url", "ftp://x", "q"], 2, "bad Chroma URL"),
+])
+def test_usage_errors_are_one_line_with_exit_2(argv, code, message, capsys):
+    exit_code, out, err = run(argv, capsys)
+    assert exit_code == code and out == ""
+    assert err.count("\n") == 1 and err.startswith("rag: error: ") and message in err
+
+
+@pytest.mark.parametrize("argv", [["bogus"], ["search"], ["search", "-k", "two", "q"]])
+def test_argparse_errors_are_one_line_with_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.count("\n") == 1 and "see `rag" in err
+
+
+def test_bad_corpus_file_is_one_line_with_exit_1(tmp_path, capsys):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("论文检索\n\nAda Lovelace\n", encoding="utf-8")
+    code, out, err = run(["ingest", str(bad)], capsys)
+    assert code == 1 and err == f"rag: error: {bad}:3: authors line with no abstract paragraph after it\n"
+
+
+def test_ingest_then_papers(tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "c.txt", SMALL_PAPERS)
+    code, out, _ = run(["ingest", "--quiet", str(corpus)], capsys)
+    assert code == 0 and "Indexed 3 papers" in out and "3 added" in out
+    code, out, _ = run(["ingest", "--quiet", "--json", str(corpus)], capsys)
+    assert code == 0 and json.loads(out)["unchanged"] == 3
+    code, out, _ = run(["papers"], capsys)
+    assert code == 0 and "3 papers" in out and "(no category)" in out
+    info = json.loads(run(["papers", "--json"], capsys)[1])
+    assert info["papers"] == 3 and info["uncategorized"] == 1 and info["sources"] == [str(corpus)]
+    assert info["size_bytes"] > 0 and info["index"].startswith("rag-papers-")
+
+
+def test_papers_on_an_empty_index_says_how_to_fill_it(capsys):
+    code, out, _ = run(["papers"], capsys)
+    assert code == 0 and "The index is empty: run `rag ingest`" in out
+
+
+def test_search_table(real_index_home, monkeypatch, capsys):
+    monkeypatch.setenv("RAG_HOME", str(real_index_home))
+    code, out, _ = run(["search", "what methods reduce reasoning length?"], capsys)
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith('Top 5 papers for "what methods reduce reasoning length?"')
+    assert "score" in lines[2] and "source" in lines[2]
+    assert any("Shrivastava et al." in line for line in lines[3:12])
+
+
+def test_search_json_with_filters(real_index_home, monkeypatch, capsys):
+    monkeypatch.setenv("RAG_HOME", str(real_index_home))
+    code, out, _ = run(["search", "--json", "-k", "10", "--category", "Deep Learning · Theory", "grokking"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["k"] == 10 and len(data["results"]) == 3
+    assert {r["category"] for r in data["results"]} == {"Deep Learning · Theory"}
+
+
+def test_batch_search_reports_bad_lines_and_goes_on(real_index_home, monkeypatch, capsys):
+    monkeypatch.setenv("RAG_HOME", str(real_index_home))
+    stdin = "Which papers study grokking?\n   \nspeech over minutes\n"
+    code, out, err = run(["search", "--json", "-k", "2", "-"], capsys, stdin=stdin, monkeypatch=monkeypatch)
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert len(rows) == 3 and code == 1
+    assert len(rows[0]["results"]) == 2 and len(rows[2]["results"]) == 2
+    assert rows[1]["line"] == 2 and "question is empty" in rows[1]["error"] and rows[1]["exit_code"] == 2
+
+
+def console(args, env_extra=None, stdin=None):
+    env = {**os.environ, **(env_extra or {})}
+    rag = os.path.join(os.path.dirname(sys.executable), "rag")
+    return subprocess.run([rag, *args], env=env, input=stdin, capture_output=True, text=True, timeout=300)
+
+
+def test_console_script_end_to_end(tmp_path):
+    """The installed `rag` command: first search ingests, batch from stdin, one-line errors."""
+    corpus = write_corpus(tmp_path / "c.txt", SMALL_PAPERS)
+    env = {"RAG_HOME": str(tmp_path / "home"), "RAG_CORPUS": str(corpus)}
+    done = console(["search", "--json", "-", "-k", "1"], env, stdin="compiler for business\nagents\n")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["results"][0]["label"] for r in rows] == ["Hopper", "Colas et al."]
+    assert "ingesting" in done.stderr
+    empty = console(["search", " "], env)
+    assert empty.returncode == 2 and empty.stderr.count("\n") == 1 and "Traceback" not in empty.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"\x00\x01")
+    quiet = console(["ingest", str(bad)], {"RAG_HOME": str(tmp_path / "h")})
+    loud = console(["ingest", str(bad)], {"RAG_HOME": str(tmp_path / "h"), "RAG_DEBUG": "1"})
+    assert quiet.returncode == 1 and "Traceback" not in quiet.stderr and "binary file" in quiet.stderr
+    assert "Traceback" in loud.stderr and "CorpusError" in loud.stderr
