@@ -111,20 +111,20 @@ def run_search(args) -> int:
         raise UsageError(f"-k must be at least 1, got {args.k}")
     batch = args.question == "-"
     questions = sys.stdin.read().splitlines() if batch else [check_question(args.question)]
-    retriever = Retriever(_settings(args), notify=_say)
     filters = Filters(category=args.category, author=args.author)
     failures = 0
-    for number, question in enumerate(questions, start=1):
-        try:
-            result = retriever.search(question, k=args.k, filters=filters)
-        except RagError as err:
-            if not batch:
-                raise
-            failures += 1
-            _print_batch_error(args.json, number, question, err)
-            continue
-        print(json.dumps(result.to_json(), ensure_ascii=False) if args.json else format_result(result),
-              flush=True)
+    with Retriever(_settings(args), notify=_say) as retriever:
+        for number, question in enumerate(questions, start=1):
+            try:
+                result = retriever.search(question, k=args.k, filters=filters)
+            except RagError as err:
+                if not batch:
+                    raise
+                failures += 1
+                _print_batch_error(args.json, number, question, err)
+                continue
+            print(json.dumps(result.to_json(), ensure_ascii=False) if args.json else format_result(result),
+                  flush=True)
     return 1 if failures else 0
 
 

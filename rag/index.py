@@ -53,16 +53,16 @@ def ingest(settings: Settings, paths=None, progress: bool = True, rebuild: bool 
     """Parse `paths` (default: settings.corpus) and make the index hold exactly those papers."""
     started = time.perf_counter()
     corpus = load_corpus(paths or [settings.corpus])
-    store = open_store(settings)
-    if rebuild:
-        store.drop()
-    counts = sync(store, corpus, settings, progress)
-    collection = store.collection(create=True)
-    collection.modify(metadata={**collection.metadata, "sources": json.dumps([str(f) for f in corpus.files]),
-                                "ingested_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-    return IngestReport(index=store.name, location=store.location, papers=len(corpus.papers),
-                        chunks=collection.count(), duplicates=corpus.duplicates,
-                        seconds=time.perf_counter() - started, **counts)
+    with open_store(settings) as store:
+        if rebuild:
+            store.drop()
+        counts = sync(store, corpus, settings, progress)
+        collection = store.collection(create=True)
+        collection.modify(metadata={**collection.metadata, "sources": json.dumps([str(f) for f in corpus.files]),
+                                    "ingested_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        return IngestReport(index=store.name, location=store.location, papers=len(corpus.papers),
+                            chunks=collection.count(), duplicates=corpus.duplicates,
+                            seconds=time.perf_counter() - started, **counts)
 
 
 def sync(store: Store, corpus: Corpus, settings: Settings, progress: bool) -> dict:
@@ -214,15 +214,15 @@ def describe_index(settings: Settings) -> IndexInfo:
     """Read what the index holds without changing it (an absent index reads as empty)."""
     from rag.store import index_shape
 
-    store = open_store(settings)
-    collection = store.collection(create=False)
-    meta = (collection.metadata or {}) if collection is not None else {}
-    papers = stored_papers(collection) if collection is not None else []
+    with open_store(settings) as store:
+        collection = store.collection(create=False)
+        meta = (collection.metadata or {}) if collection is not None else {}
+        papers = stored_papers(collection) if collection is not None else []
+        chunks = collection.count() if collection is not None else 0
     size = None if settings.chroma_url else _folder_size(settings.home / "chroma")
     return IndexInfo(index=store.name, location=store.location, shape=index_shape(settings), papers=papers,
-                     chunks=collection.count() if collection is not None else 0,
-                     sources=json.loads(meta.get("sources", "[]")), ingested_at=meta.get("ingested_at"),
-                     size_bytes=size)
+                     chunks=chunks, sources=json.loads(meta.get("sources", "[]")),
+                     ingested_at=meta.get("ingested_at"), size_bytes=size)
 
 
 def _folder_size(path) -> int:

@@ -93,6 +93,15 @@ class Retriever:
         self.keyword_index = KeywordIndex(self.papers)
         self.embed_model = load_embed_model(settings.embed_model, settings.embed_batch_size)
 
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "Retriever":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def search(self, question: str, k: int | None = None, filters: Filters = Filters()) -> SearchResult:
         """The top-k papers for `question` that pass `filters`."""
         question = check_question(question)

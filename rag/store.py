@@ -5,6 +5,8 @@ embedding model or the chunking opens a new index and never a stale one, and che
 the format version written into the collection. Knows nothing of papers or chunks.
 """
 
+import atexit
+import functools
 import hashlib
 import json
 import logging
@@ -65,18 +67,30 @@ class Store:
         if self.exists():
             self.client.delete_collection(self.name)
 
+    def close(self) -> None:
+        """Release an embedded client (Chroma shares one system per path, refcounted).
+
+        Server clients stay open for the process: see _server_client."""
+        if not self.location.startswith("http"):
+            self.client.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
 
 def open_store(settings: Settings) -> Store:
     """Connect to the server in settings.chroma_url, or open the embedded store under settings.home."""
     import chromadb
 
     logging.getLogger("chromadb").setLevel(logging.ERROR)
-    chroma_settings = chromadb.Settings(anonymized_telemetry=False)
     name = collection_name(settings)
     if settings.chroma_url:
         host, port, ssl = parse_chroma_url(settings.chroma_url)
         try:
-            client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=chroma_settings)
+            client = _server_client(host, port, ssl)
             client.heartbeat()
         except Exception as err:
             raise StoreError(f"cannot reach the Chroma server at {settings.chroma_url} ({_first_line(err)}): "
@@ -85,11 +99,28 @@ def open_store(settings: Settings) -> Store:
     path = settings.home / "chroma"
     try:
         path.mkdir(parents=True, exist_ok=True)
-        client = chromadb.PersistentClient(path=str(path), settings=chroma_settings)
+        client = chromadb.PersistentClient(path=str(path), settings=chromadb.Settings(anonymized_telemetry=False))
     except Exception as err:
         raise StoreError(f"cannot open the index at {path} ({_first_line(err)}): "
                          "check the folder's permissions or point RAG_HOME elsewhere") from err
     return Store(client, str(path), name)
+
+
+@functools.cache
+def _server_client(host: str, port: int, ssl: bool):
+    """One HttpClient per server for the whole process, its connections closed at exit.
+
+    chromadb 1.5 shares one system per server among its clients and never closes the
+    underlying httpx session, so a client per call would leak sockets.
+    """
+    import chromadb
+
+    client = chromadb.HttpClient(host=host, port=port, ssl=ssl,
+                                 settings=chromadb.Settings(anonymized_telemetry=False))
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if session is not None:
+        atexit.register(session.close)
+    return client
 
 
 def parse_chroma_url(url: str) -> tuple[str, int, bool]:

@@ -52,7 +52,8 @@ def test_ingest_and_search_through_a_chroma_server(chroma_server, tmp_path, isol
     again = ingest(settings, progress=False)
     assert (first.added, again.unchanged, again.chunks) == (3, 3, first.chunks)
     assert first.location == chroma_server
-    hits = Retriever(settings).search("grokking in transformers", k=1).hits
+    with Retriever(settings) as retriever:
+        hits = retriever.search("grokking in transformers", k=1).hits
     assert hits[0].paper.authors[0] == "Ada Lovelace"
     assert describe_index(settings).size_bytes is None and len(describe_index(settings).papers) == 3
     assert not (isolated_home / "chroma").exists()  # nothing went to the embedded store
@@ -69,4 +70,4 @@ def test_cli_uses_the_server_from_the_environment(chroma_server, tmp_path, monke
 def test_a_server_that_is_down_is_a_clear_error():
     settings = Settings.from_env(chroma_url=f"http://127.0.0.1:{free_port()}")
     with pytest.raises(StoreError, match="cannot reach the Chroma server at .*chroma run"):
-        open_store(settings)
+        open_store(settings).close()

@@ -21,8 +21,8 @@ def settings_for(corpus, **overrides) -> Settings:
 
 
 def chunk_metadatas(settings):
-    collection = open_store(settings).collection(create=False)
-    return collection.get(include=["metadatas"])["metadatas"]
+    with open_store(settings) as store:
+        return store.collection(create=False).get(include=["metadatas"])["metadatas"]
 
 
 def test_reingest_is_idempotent(small_corpus):

@@ -11,7 +11,8 @@ from rag.settings import Settings
 
 @pytest.fixture
 def retriever(real_settings):
-    return Retriever(real_settings)
+    with Retriever(real_settings) as opened:
+        yield opened
 
 
 def first_authors(result):
@@ -104,7 +105,7 @@ def test_author_matches_needs_one_author_with_every_word():
 def test_first_search_on_an_empty_index_ingests_the_corpus(tmp_path):
     corpus = write_corpus(tmp_path / "c.txt", SMALL_PAPERS)
     said = []
-    retriever = Retriever(Settings.from_env(corpus=corpus), notify=said.append)
+    with Retriever(Settings.from_env(corpus=corpus), notify=said.append) as retriever:
+        result = retriever.search("compiler for business programs", k=1)
     assert said and "ingesting" in said[0] and str(corpus) in said[0]
-    result = retriever.search("compiler for business programs", k=1)
     assert first_authors(result) == ["Grace Hopper"]
