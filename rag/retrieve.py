@@ -63,6 +63,7 @@ class SearchResult:
     index: str
     hits: list[Hit]
     timings: dict = field(default_factory=dict)
+    query_embedding: list[float] = field(default_factory=list, repr=False)
 
     def to_json(self) -> dict:
         return {"question": self.question, "k": self.k, "filters": self.filters.as_dict(),
@@ -114,7 +115,7 @@ class Retriever:
         embedded = time.perf_counter()
         hits = self._rank(question, query, k, allowed) if allowed != set() else []
         timings = {"embed_s": embedded - started, "search_s": time.perf_counter() - embedded}
-        return SearchResult(question, k, filters, self.store.name, hits, timings)
+        return SearchResult(question, k, filters, self.store.name, hits, timings, query)
 
     def _rank(self, question: str, query: list[float], k: int, allowed: set[str] | None) -> list[Hit]:
         """Fuse dense and keyword scores: cosine + weight * (BM25 / best BM25 of this question)."""
@@ -152,6 +153,19 @@ class Retriever:
         best = max(scores.values(), default=0.0)
         ranked = sorted(scores.items(), key=lambda item: -item[1])[:max(2 * k, 10)]
         return {pid: s / best for pid, s in ranked} if best > 0 else {}
+
+    def chunks_of(self, paper_ids: list[str]) -> dict[str, list[tuple[str, list[float]]]]:
+        """Each paper's chunks in document order, with their stored embeddings."""
+        if not paper_ids:
+            return {}
+        found = self.collection.get(where={"paper_id": {"$in": list(paper_ids)}},
+                                    include=["documents", "metadatas", "embeddings"])
+        rows = sorted(zip(found["metadatas"], found["documents"], found["embeddings"]),
+                      key=lambda row: (row[0]["paper_id"], row[0]["chunk"]))
+        chunks: dict[str, list[tuple[str, list[float]]]] = {}
+        for meta, text, embedding in rows:
+            chunks.setdefault(meta["paper_id"], []).append((text, list(embedding)))
+        return chunks
 
     def _allowed_papers(self, filters: Filters) -> set[str] | None:
         """The ids of papers that pass the filters; None when nothing is filtered."""

@@ -18,11 +18,25 @@ DEFAULT_CHUNK_OVERLAP = 32
 DEFAULT_TOP_K = 5
 DEFAULT_EMBED_BATCH_SIZE = 32
 DEFAULT_KEYWORD_WEIGHT = 0.3
+DEFAULT_BACKEND = "local"
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_MAX_RETRIES = 2
+DEFAULT_N_CTX = 4096
+DEFAULT_MAX_TOKENS = 384
+DEFAULT_CONTEXT_TOKENS = 1200
+DEFAULT_MAX_SENTENCES = 5
+DEFAULT_MIN_DENSE_SCORE = 0.25
 
 
 def default_home() -> Path:
     """Per-user data directory: $XDG_DATA_HOME/rag, else ~/.local/share/rag."""
     base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "rag"
+
+
+def default_cache() -> Path:
+    """Per-user cache for derived files (the joined model): $XDG_CACHE_HOME/rag, else ~/.cache/rag."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "rag"
 
 
@@ -34,6 +48,11 @@ def bundled_corpus() -> Path:
     return PACKAGE_DIR.parent / "data"
 
 
+def available_cores() -> int:
+    """Cores this process may run on (not the machine's total)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def _setting(default, help: str, env: str | None = None, **kwargs):
     return field(default=default, metadata={"help": help, "env": env}, **kwargs)
 
@@ -43,6 +62,8 @@ class Settings:
     """Everything that configures rag. Fields that shape the index name it (see store.py)."""
 
     home: Path = _setting(None, "Where rag keeps its index and caches.", "RAG_HOME")
+    cache_dir: Path = _setting(None, "Where rag keeps derived files such as the joined local model.",
+                               "RAG_CACHE_DIR")
     corpus: Path = _setting(None, "Corpus files or folder that `rag ingest` reads by default.", "RAG_CORPUS")
     chroma_url: str | None = _setting(None, "Chroma server URL (http://HOST:PORT); unset = embedded store.",
                                       "RAG_CHROMA_URL")
@@ -55,12 +76,32 @@ class Settings:
                                      "to the dense score; 0 = dense only.", "RAG_KEYWORD_WEIGHT")
     embed_batch_size: int = _setting(DEFAULT_EMBED_BATCH_SIZE, "Texts per embedding batch.",
                                      "RAG_EMBED_BATCH_SIZE")
+    backend: str = _setting(DEFAULT_BACKEND, "LLM backend: local (bundled model), openai, openai-like.",
+                            "RAG_BACKEND")
+    model: str | None = _setting(None, "Model name for the openai and openai-like backends.", "RAG_MODEL")
+    base_url: str | None = _setting(None, "Base URL of an OpenAI-compatible server, e.g. "
+                                    "http://127.0.0.1:8080/v1.", "RAG_BASE_URL")
+    api_key: str | None = _setting(None, "API key for openai-like servers (openai reads OPENAI_API_KEY).",
+                                   "RAG_API_KEY", repr=False)
+    timeout_s: float = _setting(DEFAULT_TIMEOUT_S, "Seconds to wait for a remote backend per try.", "RAG_TIMEOUT")
+    max_retries: int = _setting(DEFAULT_MAX_RETRIES, "Retries of a failed remote request.", "RAG_MAX_RETRIES")
+    n_ctx: int = _setting(DEFAULT_N_CTX, "Context window of the local model, in tokens.", "RAG_N_CTX")
+    threads: int = _setting(0, "CPU threads for the local model; 0 = every available core.", "RAG_THREADS")
+    max_tokens: int = _setting(DEFAULT_MAX_TOKENS, "Most tokens an answer may take.", "RAG_MAX_TOKENS")
+    context_tokens: int = _setting(DEFAULT_CONTEXT_TOKENS, "Token budget (tiktoken cl100k) for the source "
+                                   "chunks in the prompt.", "RAG_CONTEXT_TOKENS")
+    max_sentences: int = _setting(DEFAULT_MAX_SENTENCES, "Most sentences in an answer.", "RAG_MAX_SENTENCES")
+    min_dense_score: float = _setting(DEFAULT_MIN_DENSE_SCORE, "Abstain without asking the LLM when the best "
+                                      "paper's dense score is below this.", "RAG_MIN_DENSE_SCORE")
 
     def __post_init__(self):
         if self.home is None:
             object.__setattr__(self, "home", default_home())
         if self.corpus is None:
             object.__setattr__(self, "corpus", bundled_corpus())
+        if self.cache_dir is None:
+            object.__setattr__(self, "cache_dir", default_cache())
+        object.__setattr__(self, "cache_dir", Path(self.cache_dir).expanduser())
         object.__setattr__(self, "home", Path(self.home).expanduser())
         object.__setattr__(self, "corpus", Path(self.corpus).expanduser())
         if self.chunk_size < 16 or not 0 <= self.chunk_overlap < self.chunk_size:

@@ -1,0 +1,349 @@
+"""Question -> Answer: retrieve, build the prompt, generate, then check every citation.
+
+The model is never trusted. Its reply (JSON sentences with source numbers, or plain text
+with [n] markers from a backend that ignores the schema) is parsed sentence by sentence
+as it streams; each citation must name a source that was given (others are dropped and
+listed in `invalid_citations`), runaway citation loops are cut, each sentence is checked
+against the sources it cites (grounding.py), an uncited sentence gets a citation only
+when that check finds a supporting source, and citations are renumbered in order of
+first appearance. The answer abstains with CANNOT_ANSWER when retrieval is too weak (a
+score gate), when the model refuses, or when no sentence is supported by its sources.
+"""
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+
+from rag.corpus import Paper
+from rag.grounding import GroundingChecker, cosine
+from rag.prompts import load_prompt
+from rag.retrieve import Filters, Hit, Retriever
+from rag.settings import Settings
+
+CANNOT_ANSWER = "The provided papers do not answer this question."
+MAX_CITATIONS_PER_SENTENCE = 3
+ANSWER_SCHEMA_VERSION = 1
+
+
+def answer_schema(max_sentences: int) -> dict:
+    """The JSON shape asked of the model: a refusal flag, then sentences with source numbers."""
+    sentence = {"type": "object", "additionalProperties": False, "required": ["text", "sources"],
+                "properties": {"text": {"type": "string"},
+                               "sources": {"type": "array", "items": {"type": "integer"},
+                                           "maxItems": MAX_CITATIONS_PER_SENTENCE}}}
+    return {"type": "object", "additionalProperties": False, "required": ["answerable", "sentences"],
+            "properties": {"answerable": {"type": "boolean"},
+                           "sentences": {"type": "array", "items": sentence, "maxItems": max_sentences}}}
+
+
+@dataclass
+class Source:
+    """A retrieved paper as shown to the model: its number, its hit and the chunks given."""
+
+    n: int
+    hit: Hit
+    chunks: list[str]
+    embeddings: list[list[float]]
+
+    @property
+    def text(self) -> str:
+        return " … ".join(self.chunks)
+
+
+@dataclass(frozen=True)
+class Citation:
+    n: int
+    paper: Paper
+    score: float
+
+    def to_json(self) -> dict:
+        p = self.paper
+        return {"n": self.n, "paper_id": p.paper_id, "label": p.label, "authors": list(p.authors),
+                "category": p.category, "source": p.source, "score": round(self.score, 4)}
+
+
+@dataclass
+class Sentence:
+    text: str
+    citations: list[int]
+    supported: bool
+
+    def render(self) -> str:
+        return self.text + ("" if not self.citations else " " + "".join(f"[{n}]" for n in self.citations))
+
+
+@dataclass
+class Answer:
+    """The one record that `rag ask --json`, the UI and the eval use."""
+
+    question: str
+    answer: str
+    abstained: bool
+    citations: list[Citation]
+    sentences: list[Sentence]
+    sources: list[Hit]
+    invalid_citations: list[str]
+    backend: str
+    model: str
+    index: str
+    timings: dict = field(default_factory=dict)
+    abstain_reason: str | None = None
+
+    def to_json(self) -> dict:
+        return {"question": self.question, "answer": self.answer, "abstained": self.abstained,
+                "abstain_reason": self.abstain_reason,
+                "citations": [c.to_json() for c in self.citations],
+                "sentences": [{"text": s.text, "citations": s.citations, "supported": s.supported}
+                              for s in self.sentences],
+                "sources": [h.to_json() for h in self.sources], "invalid_citations": self.invalid_citations,
+                "backend": self.backend, "model": self.model, "index": self.index,
+                "timings": {k: round(v, 4) if isinstance(v, float) else v for k, v in self.timings.items()}}
+
+
+class Answerer:
+    """Answers questions from one index with one LLM backend."""
+
+    def __init__(self, settings: Settings, retriever: Retriever, model):
+        self.settings = settings
+        self.retriever = retriever
+        self.model = model
+        self.grounding = GroundingChecker(retriever.embed_model)
+        self.system_prompt = load_prompt("answer_system")
+        self.user_prompt = load_prompt("answer_user")
+
+    def ask(self, question: str, k: int | None = None, filters: Filters = Filters(),
+            on_sentence=lambda sentence: None, on_text=lambda text: None) -> Answer:
+        """Answer `question`; on_text gets the model's text as it streams, on_sentence each checked sentence."""
+        started = time.perf_counter()
+        found = self.retriever.search(question, k=k, filters=filters)
+        timings = {"retrieve_s": time.perf_counter() - started}
+        record = Answer(question=found.question, answer=CANNOT_ANSWER, abstained=True, citations=[], sentences=[],
+                        sources=found.hits, invalid_citations=[], backend=self.model.backend,
+                        model=self.model.model, index=found.index, timings=timings)
+        if not found.hits or found.hits[0].dense_score < self.settings.min_dense_score:
+            record.abstain_reason = "retrieval"
+            return self._finish(record, started)
+        sources, prompt_tokens = self.build_sources(found.hits, found.query_embedding)
+        messages = [
+            {"role": "system", "content": self.system_prompt.render(
+                cannot_answer=CANNOT_ANSWER, max_sentences=self.settings.max_sentences)},
+            {"role": "user", "content": self.user_prompt.render(
+                sources=format_sources(sources), question=found.question)},
+        ]
+        timings["prompt_tokens"] = prompt_tokens + count_tokens(messages[0]["content"]) + \
+            count_tokens(found.question) + 8
+        checker = CitationChecker(sources, self.grounding)
+        reply = self._generate(messages, checker, started, timings, on_sentence, on_text)
+        record.invalid_citations = checker.invalid
+        return self._conclude(record, checker, reply, started)
+
+    def _generate(self, messages, checker, started, timings, on_sentence, on_text) -> "ReplyParser":
+        parser = ReplyParser()
+        generate_start = time.perf_counter()
+        text = []
+        for delta in self.model.stream(messages, answer_schema(self.settings.max_sentences),
+                                       self.settings.max_tokens):
+            if "first_token_s" not in timings:
+                timings["first_token_s"] = time.perf_counter() - started
+            text.append(delta)
+            for event in parser.feed(delta):
+                if event[0] == "text":
+                    on_text(event[1])
+                else:
+                    on_sentence(checker.add(*event[1:]))
+            if parser.refused:
+                break  # the model said the sources do not answer: no need to generate more
+        for sentence_text, cited in parser.finish():
+            on_sentence(checker.add(sentence_text, cited))
+        timings["generate_s"] = time.perf_counter() - generate_start
+        timings["completion_tokens"] = count_tokens("".join(text))
+        return parser
+
+    def _conclude(self, record: Answer, checker: "CitationChecker", parser: "ReplyParser", started) -> Answer:
+        supported = [s for s in checker.sentences if s.supported]
+        if parser.refused or any(CANNOT_ANSWER.rstrip(".") in s.text for s in checker.sentences):
+            record.abstain_reason = "model"
+        elif not supported:
+            record.abstain_reason = "unsupported"
+        else:
+            record.abstained = False
+            record.sentences = checker.sentences
+            record.citations = checker.citations()
+            record.answer = " ".join(s.render() for s in checker.sentences)
+        return self._finish(record, started)
+
+    @staticmethod
+    def _finish(record: Answer, started) -> Answer:
+        record.timings["total_s"] = time.perf_counter() - started
+        return record
+
+    def build_sources(self, hits: list[Hit], query_embedding) -> tuple[list[Source], int]:
+        """The most relevant chunks of the retrieved papers within the token budget, numbered by rank."""
+        chunks = self.retriever.chunks_of([h.paper.paper_id for h in hits])
+        scored = []
+        for rank, hit in enumerate(hits):
+            for number, (text, embedding) in enumerate(chunks.get(hit.paper.paper_id, [])):
+                scored.append((cosine(query_embedding, embedding), rank, number, text, embedding))
+        budget, chosen = self.settings.context_tokens, []
+        for score, rank, number, text, embedding in sorted(scored, key=lambda c: -c[0]):
+            cost = count_tokens(text)
+            if cost <= budget:
+                chosen.append((rank, number, text, embedding))
+                budget -= cost
+        sources = []
+        for rank, hit in enumerate(hits):
+            mine = sorted((number, text, embedding) for r, number, text, embedding in chosen if r == rank)
+            if mine:
+                sources.append(Source(len(sources) + 1, hit, [t for _, t, _ in mine], [e for _, _, e in mine]))
+        return sources, self.settings.context_tokens - budget
+
+
+def format_sources(sources: list[Source]) -> str:
+    """Numbered, delimited source blocks; text that looks like a delimiter is defused."""
+    blocks = []
+    for source in sources:
+        paper = source.hit.paper
+        text = re.sub(r"</?\s*source[^>]*>", " ", source.text, flags=re.IGNORECASE)
+        blocks.append(f'<source id="{source.n}">\nPaper: {paper.label}\n{text}\n</source>')
+    return "\n\n".join(blocks)
+
+
+class CitationChecker:
+    """Checks each sentence's citations against the given sources, renumbering as they appear."""
+
+    def __init__(self, sources: list[Source], grounding: GroundingChecker):
+        self.sources = {s.n: s for s in sources}
+        self.grounding = grounding
+        self.invalid: list[str] = []
+        self.sentences: list[Sentence] = []
+        self._renumbered: dict[int, int] = {}
+        self._seen_texts: set[str] = set()
+
+    def add(self, text: str, cited: list[int]) -> Sentence | None:
+        """Check one sentence; returns it with final citation numbers (None for a repeat or empty one)."""
+        text, inline = split_inline_citations(text)
+        key = re.sub(r"\W+", " ", text).strip().lower()
+        if not key or key in self._seen_texts:
+            return None
+        self._seen_texts.add(key)
+        valid = []
+        for n in dict.fromkeys(list(cited) + inline):   # repeats (citation loops) collapse here
+            if n in self.sources:
+                valid.append(n)
+            else:
+                self.invalid.append(f"[{n}]")
+        valid = valid[:MAX_CITATIONS_PER_SENTENCE]
+        supported, valid = self._support(text, valid)
+        sentence = Sentence(text, [self._renumber(n) for n in valid], supported)
+        self.sentences.append(sentence)
+        return sentence
+
+    def _support(self, text: str, cited: list[int]) -> tuple[bool, list[int]]:
+        """Keep the cited sources; if none was cited, cite the best source that supports the sentence."""
+        if CANNOT_ANSWER.rstrip(".") in text:
+            return False, []
+        vector = self.grounding.embed(text)
+        verdicts = {n: self.grounding.check(text, s.text, s.embeddings, vector) for n, s in self.sources.items()}
+        if cited:
+            return any(verdicts[n].supported for n in cited), cited
+        backing = sorted((n for n, v in verdicts.items() if v.supported), key=lambda n: -verdicts[n].similarity)
+        return (True, backing[:1]) if backing else (False, [])
+
+    def _renumber(self, n: int) -> int:
+        return self._renumbered.setdefault(n, len(self._renumbered) + 1)
+
+    def citations(self) -> list[Citation]:
+        return [Citation(new, self.sources[old].hit.paper, self.sources[old].hit.score)
+                for old, new in sorted(self._renumbered.items(), key=lambda item: item[1])]
+
+
+_INLINE = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
+
+
+def split_inline_citations(text: str) -> tuple[str, list[int]]:
+    """'GFPO cuts length [1][2].' -> ('GFPO cuts length.', [1, 2])."""
+    found = [int(n) for group in _INLINE.findall(text) for n in re.split(r"[,;]", group)]
+    clean = _INLINE.sub("", text).strip()
+    return re.sub(r"\s+([.,;:])", r"\1", clean), found
+
+
+class ReplyParser:
+    """Turns the streamed reply into sentence text as it arrives and whole sentences as they close.
+
+    Expects the JSON of answer_schema; a reply that is not JSON is read as plain text with
+    [n] markers once it is complete.
+    """
+
+    _SENTENCE = re.compile(r'\{\s*"text"\s*:\s*"((?:[^"\\]|\\.)*)("?)(?:\s*,\s*"sources"\s*:\s*\[([^\]]*)(\]?))?')
+    _REFUSAL = re.compile(r'"answerable"\s*:\s*false')
+
+    def __init__(self):
+        self.buffer = ""
+        self.refused = False
+        self._shown: list[int] = []      # characters of each sentence's text already emitted
+        self._closed = 0                 # sentences already emitted whole
+
+    def feed(self, delta: str) -> list[tuple]:
+        """Events for this delta: ('text', new characters) and ('sentence', text, [source numbers])."""
+        self.buffer += delta
+        if not self.buffer.lstrip().startswith("{"):
+            return []
+        self.refused = self.refused or bool(self._REFUSAL.search(self.buffer))
+        events = []
+        for index, match in enumerate(self._SENTENCE.finditer(self.buffer)):
+            raw, closed_text, sources, closed_sources = match.groups()
+            text = _decode_partial(raw)
+            if index == len(self._shown):
+                self._shown.append(0)
+            if len(text) > self._shown[index]:
+                events.append(("text", text[self._shown[index]:]))
+                self._shown[index] = len(text)
+            if closed_sources and index == self._closed:
+                events.append(("sentence", text, _integers(sources)))
+                self._closed += 1
+        return events
+
+    def finish(self) -> list[tuple[str, list[int]]]:
+        """Sentences left once the stream ends: an unclosed JSON one, or a plain-text reply."""
+        if self.buffer.lstrip().startswith("{"):
+            matches = list(self._SENTENCE.finditer(self.buffer))[self._closed:]
+            return [(_decode_partial(m[1]), _integers(m[3] or "")) for m in matches if m[2]]
+        return split_plain_reply(self.buffer)
+
+
+def split_plain_reply(text: str) -> list[tuple[str, list[int]]]:
+    """Plain text with [n] markers -> (sentence, cited numbers) pairs."""
+    text = re.sub(r"(\s*\[\d+\]){4,}", lambda m: "".join(dict.fromkeys(re.findall(r"\[\d+\]", m[0]))), text)
+    pieces = re.split(r"(?<=[.!?。！？])((?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])*)\s+", text.strip() + " ")
+    sentences = []
+    for i in range(0, len(pieces) - 1, 2):
+        sentence, trailing = pieces[i], pieces[i + 1] or ""
+        body, cited = split_inline_citations(sentence + trailing)
+        if body:
+            sentences.append((body, cited))
+    if len(pieces) % 2 == 1 and pieces[-1].strip():
+        body, cited = split_inline_citations(pieces[-1])
+        if body:
+            sentences.append((body, cited))
+    return sentences
+
+
+def _decode_partial(raw: str) -> str:
+    """Decode a JSON string body that may end mid-escape."""
+    raw = re.sub(r"\\(u[0-9a-fA-F]{0,3})?$", "", raw)
+    try:
+        return json.loads(f'"{raw}"')
+    except json.JSONDecodeError:
+        return raw.replace('\\"', '"').replace("\\n", " ")
+
+
+def _integers(text: str) -> list[int]:
+    return [int(n) for n in re.findall(r"-?\d+", text or "")]
+
+
+def count_tokens(text: str) -> int:
+    """Tokens as tiktoken's cl100k_base counts them (the budget's unit)."""
+    import tiktoken
+
+    return len(tiktoken.get_encoding("cl100k_base").encode(text))

