@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from rag.corpus import Paper
 from rag.grounding import GroundingChecker, cosine
+from rag.llm import BackendError
 from rag.prompts import load_prompt
 from rag.retrieve import Filters, Hit, Retriever
 from rag.settings import Settings
@@ -109,7 +110,8 @@ class Answerer:
         self.retriever = retriever
         self.model = model
         self.grounding = GroundingChecker(retriever.embed_model)
-        self.system_prompt = load_prompt("answer_system")
+        self.system_prompt = load_prompt("answer_system" if settings.answer_format == "json"
+                                         else "answer_system_text")
         self.user_prompt = load_prompt("answer_user")
 
     def ask(self, question: str, k: int | None = None, filters: Filters = Filters(),
@@ -117,7 +119,8 @@ class Answerer:
         """Answer `question`; on_text gets the model's text as it streams, on_sentence each checked sentence."""
         started = time.perf_counter()
         found = self.retriever.search(question, k=k, filters=filters)
-        timings = {"retrieve_s": time.perf_counter() - started}
+        timings = {"retrieve_s": time.perf_counter() - started, "first_token_s": None, "generate_s": None,
+                   "prompt_tokens": 0, "completion_tokens": 0}  # stay so when the model is not asked
         record = Answer(question=found.question, answer=CANNOT_ANSWER, abstained=True, citations=[], sentences=[],
                         sources=found.hits, invalid_citations=[], backend=self.model.backend,
                         model=self.model.model, index=found.index, timings=timings)
@@ -134,7 +137,11 @@ class Answerer:
         timings["prompt_tokens"] = prompt_tokens + count_tokens(messages[0]["content"]) + \
             count_tokens(found.question) + 8
         checker = CitationChecker(sources, self.grounding)
-        reply = self._generate(messages, checker, started, timings, on_sentence, on_text)
+        try:
+            reply = self._generate(messages, checker, started, timings, on_sentence, on_text)
+        except BackendError as err:
+            err.sources = found.hits  # so the caller can still show what was retrieved
+            raise
         record.invalid_citations = checker.invalid
         return self._conclude(record, checker, reply, started)
 
@@ -142,9 +149,9 @@ class Answerer:
         parser = ReplyParser()
         generate_start = time.perf_counter()
         text = []
-        for delta in self.model.stream(messages, answer_schema(self.settings.max_sentences),
-                                       self.settings.max_tokens):
-            if "first_token_s" not in timings:
+        schema = answer_schema(self.settings.max_sentences) if self.settings.answer_format == "json" else None
+        for delta in self.model.stream(messages, schema, self.settings.max_tokens):
+            if timings["first_token_s"] is None:
                 timings["first_token_s"] = time.perf_counter() - started
             text.append(delta)
             for event in parser.feed(delta):

@@ -45,15 +45,29 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--json", action="store_true", help="print the ingest report as JSON")
     ingest.set_defaults(handler=run_ingest)
 
-    search = sub.add_parser("search", parents=[common], help="find the papers that match a question",
+    question = argparse.ArgumentParser(add_help=False)
+    question.add_argument("question", metavar="QUESTION", help="the question, or - for one per stdin line")
+    question.add_argument("-k", type=int, help="how many papers to retrieve (default 5, env RAG_TOP_K)")
+    question.add_argument("--category", help="only papers in this category ('Area · Subarea' or just 'Area')")
+    question.add_argument("--author", help="only papers with this author (any position; accents optional)")
+    question.add_argument("--json", action="store_true", help="one JSON object per question")
+
+    search = sub.add_parser("search", parents=[common, question], help="find the papers that match a question",
                             description="Top papers for a question, with scores. QUESTION '-' reads one "
                             "question per line from stdin (batch).")
-    search.add_argument("question", metavar="QUESTION", help="the question, or - for one per stdin line")
-    search.add_argument("-k", type=int, help="how many papers (default 5, env RAG_TOP_K)")
-    search.add_argument("--category", help="only papers in this category ('Area · Subarea' or just 'Area')")
-    search.add_argument("--author", help="only papers with this author (any position; accents optional)")
-    search.add_argument("--json", action="store_true", help="one JSON object per question")
     search.set_defaults(handler=run_search)
+
+    llm = argparse.ArgumentParser(add_help=False)
+    llm.add_argument("--backend", choices=["local", "openai", "openai-like"],
+                     help="LLM backend (env RAG_BACKEND; default local, the bundled model)")
+    llm.add_argument("--model", help="model name for openai / openai-like (env RAG_MODEL)")
+    llm.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1 (env RAG_BASE_URL)")
+    llm.add_argument("--timeout", type=float, help="seconds to wait for a remote backend per try (env RAG_TIMEOUT)")
+    ask = sub.add_parser("ask", parents=[common, question, llm], help="answer a question, citing the papers",
+                         description="Answer from the retrieved papers with numbered citations, each checked "
+                         "against its paper; says so when the papers do not answer. QUESTION '-' reads one "
+                         "question per line from stdin (batch).")
+    ask.set_defaults(handler=run_ask)
 
     papers = sub.add_parser("papers", parents=[common], help="what is indexed: count, categories, location")
     papers.add_argument("--json", action="store_true", help="the same as JSON, with every paper listed")
@@ -104,34 +118,120 @@ def run_ingest(args) -> int:
     return 0
 
 
-def run_search(args) -> int:
-    from rag.retrieve import Filters, Retriever, check_question
+def _questions(args) -> tuple[list[str], bool]:
+    """The questions to run and whether they came from stdin (batch mode)."""
+    from rag.retrieve import check_question
 
     if args.k is not None and args.k < 1:
         raise UsageError(f"-k must be at least 1, got {args.k}")
-    batch = args.question == "-"
-    questions = sys.stdin.read().splitlines() if batch else [check_question(args.question)]
-    filters = Filters(category=args.category, author=args.author)
+    if args.question == "-":
+        return sys.stdin.read().splitlines(), True
+    return [check_question(args.question)], False
+
+
+def _each_question(questions, batch: bool, as_json: bool, handle) -> int:
+    """Run handle(question) for each; in batch mode a failing line is reported and the rest go on."""
     failures = 0
+    for number, question in enumerate(questions, start=1):
+        try:
+            handle(question)
+        except RagError as err:
+            if not batch:
+                raise
+            failures += 1
+            _print_batch_error(as_json, number, question, err)
+    return 1 if failures else 0
+
+
+def run_search(args) -> int:
+    from rag.retrieve import Filters, Retriever
+
+    questions, batch = _questions(args)
+    filters = Filters(category=args.category, author=args.author)
     with Retriever(_settings(args), notify=_say) as retriever:
-        for number, question in enumerate(questions, start=1):
-            try:
-                result = retriever.search(question, k=args.k, filters=filters)
-            except RagError as err:
-                if not batch:
-                    raise
-                failures += 1
-                _print_batch_error(args.json, number, question, err)
-                continue
+        def handle(question):
+            result = retriever.search(question, k=args.k, filters=filters)
             print(json.dumps(result.to_json(), ensure_ascii=False) if args.json else format_result(result),
                   flush=True)
-    return 1 if failures else 0
+        return _each_question(questions, batch, args.json, handle)
+
+
+def run_ask(args) -> int:
+    from rag.answer import Answerer
+    from rag.llm import BackendError, open_model
+    from rag.retrieve import Filters, Retriever
+
+    questions, batch = _questions(args)
+    settings = _settings(args, backend=args.backend, model=args.model, base_url=args.base_url,
+                         timeout_s=args.timeout)
+    filters = Filters(category=args.category, author=args.author)
+    with Retriever(settings, notify=_say) as retriever:
+        answerer = Answerer(settings, retriever, open_model(settings))
+
+        def handle(question):
+            try:
+                if args.json:
+                    answer = answerer.ask(question, k=args.k, filters=filters)
+                    print(json.dumps(answer.to_json(), ensure_ascii=False), flush=True)
+                else:
+                    print_answer(answerer, question, args.k, filters)
+            except BackendError as err:
+                if args.json and not batch:
+                    _print_batch_error(True, 1, question, err)
+                elif not args.json:
+                    print("\n".join(["", "Retrieved papers (no answer, the backend failed):"] +
+                                    [_paper_line(h.rank, h.paper, h.score) for h in err.sources]), flush=True)
+                raise
+        return _each_question(questions, batch, args.json, handle)
+
+
+def print_answer(answerer, question: str, k, filters) -> None:
+    """Stream the answer as it is generated, citations as each sentence is checked, then references."""
+    from rag.answer import CANNOT_ANSWER
+
+    pending = []
+
+    def on_text(text):
+        pending.append(text)
+        print(text, end="", flush=True)
+
+    def on_sentence(sentence):
+        if sentence is None:
+            return
+        if not pending:
+            print(sentence.text, end="")
+        marks = "".join(f"[{n}]" for n in sentence.citations)
+        flag = "" if sentence.supported else " (not supported by its sources)"
+        print(f" {marks}{flag} " if marks or flag else " ", end="", flush=True)
+        pending.clear()
+
+    answer = answerer.ask(question, k=k, filters=filters, on_text=on_text, on_sentence=on_sentence)
+    lines = [""]
+    if answer.abstained:
+        if answer.abstain_reason != "model":
+            lines.append(CANNOT_ANSWER + (" (the draft above is not supported by the papers)"
+                                          if answer.abstain_reason == "unsupported" else ""))
+        lines += ["", "Nearest papers:"] + [_paper_line(h.rank, h.paper, h.score) for h in answer.sources]
+    else:
+        lines += ["", "References:"] + [_paper_line(c.n, c.paper, c.score) for c in answer.citations]
+    t = answer.timings
+    first = f"first token {t['first_token_s']:.1f} s, " if t["first_token_s"] is not None else ""
+    tokens = f"{t['prompt_tokens']} prompt tokens, " if t["prompt_tokens"] else ""
+    lines.append(f"\n({t['total_s']:.1f} s: {first}{tokens}{answer.backend} {answer.model})")
+    print("\n".join(lines), flush=True)
+
+
+def _paper_line(n: int, paper, score: float) -> str:
+    return (f"[{n}] {paper.label} · {paper.category or 'no category'} · score {score:.3f} · "
+            f"{paper.paper_id} · {paper.source}")
 
 
 def _print_batch_error(as_json: bool, number: int, question: str, err: RagError) -> None:
     if as_json:
-        print(json.dumps({"question": question, "line": number, "error": str(err),
-                          "exit_code": err.exit_code}, ensure_ascii=False), flush=True)
+        row = {"question": question, "line": number, "error": str(err), "exit_code": err.exit_code}
+        if getattr(err, "sources", None):
+            row["sources"] = [h.to_json() for h in err.sources]
+        print(json.dumps(row, ensure_ascii=False), flush=True)
     else:
         _say(f"rag: error: stdin line {number}: {err}")
 

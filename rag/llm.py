@@ -29,7 +29,9 @@ BACKENDS = ("local", "openai", "openai-like")
 
 
 class BackendError(RagError):
-    """The LLM backend is down, timed out or refused the request."""
+    """The LLM backend is down, timed out or refused the request; `sources` holds what was retrieved."""
+
+    sources: list = []
 
 
 class ChatModel(Protocol):
@@ -38,8 +40,8 @@ class ChatModel(Protocol):
     backend: str
     model: str
 
-    def stream(self, messages: list[dict], schema: dict, max_tokens: int) -> Iterator[str]:
-        """Yield the reply's text as it is generated."""
+    def stream(self, messages: list[dict], schema: dict | None, max_tokens: int) -> Iterator[str]:
+        """Yield the reply's text as it is generated; with a schema, constrained to that JSON shape."""
 
 
 def open_model(settings: Settings) -> ChatModel:
@@ -66,7 +68,7 @@ class LocalModel:
     def stream(self, messages, schema, max_tokens):
         chunks = self._llama.create_chat_completion(
             messages=messages, stream=True, temperature=0.0, max_tokens=max_tokens,
-            response_format={"type": "json_object", "schema": schema})
+            response_format={"type": "json_object", "schema": schema} if schema else None)
         for chunk in chunks:
             delta = chunk["choices"][0]["delta"].get("content")
             if delta:
@@ -152,13 +154,15 @@ class OpenAIModel:
         from llama_index.core.llms import ChatMessage
 
         chat = [ChatMessage(role=m["role"], content=m["content"]) for m in messages]
-        if self.like:  # llama.cpp's server enforces the schema; others at least return JSON
-            response_format = {"type": "json_object", "schema": schema}
+        if schema is None:
+            extra = {}
+        elif self.like:  # llama.cpp's server enforces the schema; others at least return JSON
+            extra = {"response_format": {"type": "json_object", "schema": schema}}
         else:
-            response_format = {"type": "json_schema",
-                               "json_schema": {"name": "cited_answer", "schema": schema, "strict": True}}
+            extra = {"response_format": {"type": "json_schema",
+                                         "json_schema": {"name": "cited_answer", "schema": schema, "strict": True}}}
         try:
-            for part in self._llm.stream_chat(chat, max_tokens=max_tokens, response_format=response_format):
+            for part in self._llm.stream_chat(chat, max_tokens=max_tokens, **extra):
                 if part.delta:
                     yield part.delta
         except Exception as err:

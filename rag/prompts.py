@@ -16,6 +16,7 @@ from rag.settings import PACKAGE_DIR
 
 EXPECTED_VARIABLES = {
     "answer_system": {"cannot_answer", "max_sentences"},
+    "answer_system_text": {"cannot_answer", "max_sentences"},
     "answer_user": {"sources", "question"},
 }
 _VARIABLE = re.compile(r"\{([a-z_]+)\}")

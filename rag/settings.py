@@ -25,7 +25,7 @@ DEFAULT_N_CTX = 4096
 DEFAULT_MAX_TOKENS = 384
 DEFAULT_CONTEXT_TOKENS = 1200
 DEFAULT_MAX_SENTENCES = 5
-DEFAULT_MIN_DENSE_SCORE = 0.25
+DEFAULT_MIN_DENSE_SCORE = 0.10
 
 
 def default_home() -> Path:
@@ -91,6 +91,8 @@ class Settings:
     context_tokens: int = _setting(DEFAULT_CONTEXT_TOKENS, "Token budget (tiktoken cl100k) for the source "
                                    "chunks in the prompt.", "RAG_CONTEXT_TOKENS")
     max_sentences: int = _setting(DEFAULT_MAX_SENTENCES, "Most sentences in an answer.", "RAG_MAX_SENTENCES")
+    answer_format: str = _setting("json", "How the model writes: json (schema-constrained sentences with "
+                                  "source lists) or text ([n] markers, few-shot prompt).", "RAG_ANSWER_FORMAT")
     min_dense_score: float = _setting(DEFAULT_MIN_DENSE_SCORE, "Abstain without asking the LLM when the best "
                                       "paper's dense score is below this.", "RAG_MIN_DENSE_SCORE")
 
@@ -107,6 +109,8 @@ class Settings:
         if self.chunk_size < 16 or not 0 <= self.chunk_overlap < self.chunk_size:
             raise UsageError(f"chunk size {self.chunk_size} and overlap {self.chunk_overlap} do not fit: "
                              "use a chunk size of at least 16 and an overlap smaller than it")
+        if self.answer_format not in ("json", "text"):
+            raise UsageError(f"answer format must be json or text, got {self.answer_format!r}")
         if self.keyword_weight < 0:
             raise UsageError(f"keyword weight must be 0 or more, got {self.keyword_weight}")
         if self.top_k < 1:

@@ -126,3 +126,60 @@ def test_debug_shows_the_traceback(tmp_path):
     loud = console(["ingest", str(bad)], {"RAG_HOME": str(tmp_path / "h"), "RAG_DEBUG": "1"})
     assert quiet.returncode == 1 and "Traceback" not in quiet.stderr and "binary file" in quiet.stderr
     assert "Traceback" in loud.stderr and "CorpusError" in loud.stderr
+
+
+@pytest.fixture
+def fake_llm(monkeypatch):
+    """`rag ask` with the scripted fake model instead of the local one."""
+    from fakes import ScriptedModel
+    import rag.llm
+
+    model = ScriptedModel()
+    monkeypatch.setattr(rag.llm, "open_model", lambda settings: model)
+    return model
+
+
+def test_ask_streams_the_answer_then_references(real_index_home, monkeypatch, capsys, fake_llm):
+    from fakes import reply
+
+    monkeypatch.setenv("RAG_HOME", str(real_index_home))
+    fake_llm.enqueue(reply(("GFPO samples larger groups and trains on responses filtered by length and "
+                            "token efficiency.", [1]), ("It costs 9000 GPUs.", [7])))
+    code, out, _ = run(["ask", "what methods reduce reasoning length?"], capsys)
+    assert code == 0
+    assert "token efficiency. [1]" in out and "(not supported by its sources)" in out
+    assert "References:\n[1] Shrivastava et al." in out and "first token" in out
+
+
+def test_ask_json_and_abstention(real_index_home, monkeypatch, capsys, fake_llm):
+    from fakes import reply
+    from rag.answer import CANNOT_ANSWER
+
+    monkeypatch.setenv("RAG_HOME", str(real_index_home))
+    fake_llm.enqueue(reply((CANNOT_ANSWER, []), answerable=False))
+    code, out, _ = run(["ask", "--json", "-k", "3", "what learning rate did GFPO use?"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["abstained"] and data["answer"] == CANNOT_ANSWER and len(data["sources"]) == 3
+    fake_llm.enqueue(reply((CANNOT_ANSWER, []), answerable=False))
+    code, out, _ = run(["ask", "what learning rate did GFPO use?"], capsys)
+    assert "Nearest papers:\n[1] Shrivastava et al." in out
+
+
+def test_ask_batch_reports_bad_lines(real_index_home, monkeypatch, capsys, fake_llm):
+    from fakes import reply
+
+    monkeypatch.setenv("RAG_HOME", str(real_index_home))
+    fake_llm.enqueue(reply(("GFPO filters responses by length.", [1])))
+    code, out, _ = run(["ask", "--json", "-"], capsys, stdin="what methods reduce reasoning length?\n\n",
+                       monkeypatch=monkeypatch)
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 1 and len(rows) == 2 and rows[0]["citations"][0]["label"] == "Shrivastava et al."
+    assert rows[1]["line"] == 2 and rows[1]["exit_code"] == 2
+
+
+def test_ask_empty_question_is_a_usage_error_before_any_model_loads(capsys, monkeypatch):
+    import rag.llm
+
+    monkeypatch.setattr(rag.llm, "open_model", lambda settings: pytest.fail("model loaded"))
+    code, out, err = run(["ask", "  "], capsys)
+    assert code == 2 and err.count("\n") == 1 and "question is empty" in err

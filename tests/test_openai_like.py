@@ -1,0 +1,87 @@
+"""The OpenAI-compatible path against a real llama.cpp server on loopback, and a backend that is down."""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from rag.answer import Answerer
+from rag.cli import main
+from rag.errors import UsageError
+from rag.llm import local_model_file, open_model
+from rag.retrieve import Retriever
+from rag.settings import Settings, available_cores
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def llama_server():
+    """`python -m llama_cpp.server` serving the bundled model on a free loopback port."""
+    port = free_port()
+    model = local_model_file(Settings().cache_dir)
+    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model),
+                             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
+                             "--n_threads", str(available_cores()), "--model_alias", "bundled-qwen",
+                             "--verbose", "False"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 180
+    while True:
+        assert proc.poll() is None, "llama_cpp.server exited"
+        try:
+            with urllib.request.urlopen(f"{base}/models", timeout=2) as response:
+                if json.load(response)["data"]:
+                    break
+        except OSError:
+            assert time.monotonic() < deadline, "llama_cpp.server did not start within 180 s"
+            time.sleep(0.5)
+    yield base
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def test_openai_like_backend_streams_a_cited_answer(real_settings, llama_server):
+    settings = real_settings.with_overrides(backend="openai-like", base_url=llama_server, model="bundled-qwen",
+                                            timeout_s=300.0)
+    streamed = []
+    with Retriever(settings) as retriever:
+        answer = Answerer(settings, retriever, open_model(settings)).ask(
+            "what methods reduce reasoning length?", on_text=streamed.append)
+    assert answer.backend == "openai-like" and answer.model == "bundled-qwen"
+    assert not answer.abstained, answer.to_json()
+    assert "Vaishnavi Shrivastava" in [c.paper.authors[0] for c in answer.citations]
+    assert len(streamed) > 3  # arrived in pieces, over HTTP streaming
+
+
+def test_a_backend_that_is_down_fails_fast_and_still_shows_the_papers(real_index_home, monkeypatch, capsys):
+    monkeypatch.setenv("RAG_HOME", str(real_index_home))
+    started = time.monotonic()
+    code = main(["ask", "--backend", "openai-like", "--base-url", f"http://127.0.0.1:{free_port()}/v1",
+                 "--model", "anything", "--timeout", "3", "what methods reduce reasoning length?"])
+    out, err = capsys.readouterr()
+    assert code == 1 and time.monotonic() - started < 60
+    assert "Retrieved papers" in out and "Shrivastava et al." in out
+    assert err.count("\n") == 1 and "cannot connect" in err and "is the server running?" in err
+
+
+def test_a_backend_that_is_down_in_json_mode_reports_the_sources(real_index_home, monkeypatch, capsys):
+    monkeypatch.setenv("RAG_HOME", str(real_index_home))
+    code = main(["ask", "--json", "--backend", "openai-like", "--base-url", f"http://127.0.0.1:{free_port()}/v1",
+                 "--model", "anything", "--timeout", "3", "what methods reduce reasoning length?"])
+    row = json.loads(capsys.readouterr().out)
+    assert code == 1 and "cannot connect" in row["error"] and row["sources"][0]["label"] == "Shrivastava et al."
+
+
+def test_openai_backend_needs_a_key(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(UsageError, match="OPENAI_API_KEY"):
+        open_model(Settings(backend="openai", model="gpt-4o-mini"))
+
