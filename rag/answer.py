@@ -172,7 +172,8 @@ class Answerer:
         if parser.refused or any(CANNOT_ANSWER.rstrip(".") in s.text for s in checker.sentences):
             record.abstain_reason = "model"
         elif not supported:
-            record.abstain_reason = "unsupported"
+            record.abstain_reason = "unsupported"  # keep the draft, visibly unsupported, without citations
+            record.sentences = [Sentence(s.text, [], False) for s in checker.sentences]
         else:
             record.abstained = False
             record.sentences = checker.sentences
@@ -247,15 +248,18 @@ class CitationChecker:
         return sentence
 
     def _support(self, text: str, cited: list[int]) -> tuple[bool, list[int]]:
-        """Keep the cited sources; if none was cited, cite the best source that supports the sentence."""
+        """Keep the cited sources that back the sentence; if none does, cite the best source that does.
+
+        A sentence no source backs keeps the model's citations and is marked unsupported."""
         if CANNOT_ANSWER.rstrip(".") in text:
             return False, []
         vector = self.grounding.embed(text)
         verdicts = {n: self.grounding.check(text, s.text, s.embeddings, vector) for n, s in self.sources.items()}
-        if cited:
-            return any(verdicts[n].supported for n in cited), cited
+        backing_cited = [n for n in cited if verdicts[n].supported]
+        if backing_cited:
+            return True, backing_cited
         backing = sorted((n for n, v in verdicts.items() if v.supported), key=lambda n: -verdicts[n].similarity)
-        return (True, backing[:1]) if backing else (False, [])
+        return (True, backing[:1]) if backing else (False, cited)
 
     def _renumber(self, n: int) -> int:
         return self._renumbered.setdefault(n, len(self._renumbered) + 1)

@@ -21,7 +21,7 @@ about across after before between through during within without among all any so
 """.split())
 MIN_TERM_OVERLAP = 0.6        # enough key terms present on their own
 MIN_SIMILARITY = 0.55         # or close in meaning ...
-MIN_TERM_OVERLAP_IF_SIMILAR = 0.3   # ... with some key terms present
+MIN_TERM_OVERLAP_IF_SIMILAR = 0.5   # ... with half of its key terms present
 
 
 @dataclass(frozen=True)

@@ -69,15 +69,21 @@ def test_citations_to_sources_not_given_are_removed(run, bad):
     assert labels(answer) == ["Lovelace and Babbage"] and answer.sentences[0].citations == [1]
 
 
-def test_citation_loops_are_cut(run):
+def test_citation_loops_are_cut_to_the_sources_that_back_the_sentence(run):
     answer = run(lambda n: reply((GROKKING, [1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3])))
-    assert answer.sentences[0].citations == [1, 2, 3]
+    assert answer.sentences[0].citations == [1] and labels(answer) == ["Lovelace and Babbage"]
 
 
 def test_plain_text_reply_with_a_runaway_loop(run):
     loop = "[1][2][3]" * 40
-    answer = run(lambda n: f"{GROKKING} {loop}")
-    assert answer.sentences[0].citations == [1, 2, 3] and "[" not in answer.sentences[0].text
+    answer = run(lambda n: f"{GROKKING} {loop} {COMPILER} [1][2][3][1][2][3][1][2][3]")
+    assert [s.citations for s in answer.sentences] == [[1], [2]]
+    assert labels(answer) == ["Lovelace and Babbage", "Hopper"] and "[" not in answer.answer.replace("[1]", "").replace("[2]", "")
+
+
+def test_a_citation_of_the_wrong_source_moves_to_the_one_that_backs_it(run):
+    answer = run(lambda n: reply((GROKKING, [n["Hopper"]])))
+    assert labels(answer) == ["Lovelace and Babbage"] and answer.sentences[0].supported
 
 
 def test_inline_markers_in_json_text_are_checked_too(run):
@@ -96,6 +102,8 @@ def test_invented_numbers_are_not_supported(run):
     invented = "The compiler was trained with a learning rate of 0.003 and batch size 512."
     answer = run(lambda n: reply((invented, [n["Hopper"]])))
     assert answer.abstained and answer.abstain_reason == "unsupported" and answer.answer == CANNOT_ANSWER
+    assert [(s.text, s.citations, s.supported) for s in answer.sentences] == [(invented, [], False)]
+    assert answer.citations == []
 
 
 def test_unsupported_sentence_is_marked_beside_supported_ones(run):
