@@ -127,16 +127,15 @@ class Answerer:
         if not found.hits or found.hits[0].dense_score < self.settings.min_dense_score:
             record.abstain_reason = "retrieval"
             return self._finish(record, started)
-        sources, prompt_tokens = self.build_sources(found.hits, found.query_embedding)
+        sources = self.build_sources(found.hits, found.query_embedding)
         messages = [
             {"role": "system", "content": self.system_prompt.render(
                 cannot_answer=CANNOT_ANSWER, max_sentences=self.settings.max_sentences)},
             {"role": "user", "content": self.user_prompt.render(
                 sources=format_sources(sources), question=found.question)},
         ]
-        timings["prompt_tokens"] = prompt_tokens + count_tokens(messages[0]["content"]) + \
-            count_tokens(found.question) + 8
-        checker = CitationChecker(sources, self.grounding)
+        timings["prompt_tokens"] = sum(count_tokens(m["content"]) for m in messages)
+        checker = CitationChecker(sources, self.grounding, found.question)
         try:
             reply = self._generate(messages, checker, started, timings, on_sentence, on_text)
         except BackendError as err:
@@ -186,7 +185,7 @@ class Answerer:
         record.timings["total_s"] = time.perf_counter() - started
         return record
 
-    def build_sources(self, hits: list[Hit], query_embedding) -> tuple[list[Source], int]:
+    def build_sources(self, hits: list[Hit], query_embedding) -> list[Source]:
         """The most relevant chunks of the retrieved papers within the token budget, numbered by rank."""
         chunks = self.retriever.chunks_of([h.paper.paper_id for h in hits])
         scored = []
@@ -204,7 +203,7 @@ class Answerer:
             mine = sorted((number, text, embedding) for r, number, text, embedding in chosen if r == rank)
             if mine:
                 sources.append(Source(len(sources) + 1, hit, [t for _, t, _ in mine], [e for _, _, e in mine]))
-        return sources, self.settings.context_tokens - budget
+        return sources
 
 
 def format_sources(sources: list[Source]) -> str:
@@ -220,9 +219,10 @@ def format_sources(sources: list[Source]) -> str:
 class CitationChecker:
     """Checks each sentence's citations against the given sources, renumbering as they appear."""
 
-    def __init__(self, sources: list[Source], grounding: GroundingChecker):
+    def __init__(self, sources: list[Source], grounding: GroundingChecker, question: str):
         self.sources = {s.n: s for s in sources}
         self.grounding = grounding
+        self.question = question
         self.invalid: list[str] = []
         self.sentences: list[Sentence] = []
         self._renumbered: dict[int, int] = {}
@@ -253,6 +253,8 @@ class CitationChecker:
         A sentence no source backs keeps the model's citations and is marked unsupported."""
         if CANNOT_ANSWER.rstrip(".") in text:
             return False, []
+        if not self.grounding.adds_to(text, self.question):
+            return False, cited  # it restates the question: nothing to back
         vector = self.grounding.embed(text)
         verdicts = {n: self.grounding.check(text, s.text, s.embeddings, vector) for n, s in self.sources.items()}
         backing_cited = [n for n in cited if verdicts[n].supported]

@@ -2,7 +2,9 @@
 
 A sentence is supported by a source when every number it states appears in that
 source, and its key terms are in the source or it is close in meaning to one of the
-source's chunks (cosine similarity of the local embeddings). No LLM is involved, so
+source's chunks (cosine similarity of the local embeddings). A sentence that only
+restates the question (fewer than MIN_NEW_TERMS key terms or numbers beyond the
+question's) answers nothing and is never supported. No LLM is involved, so
 the verdict is the same on every run; answer.py and the eval share it.
 """
 
@@ -22,6 +24,7 @@ about across after before between through during within without among all any so
 MIN_TERM_OVERLAP = 0.6        # enough key terms present on their own
 MIN_SIMILARITY = 0.55         # or close in meaning ...
 MIN_TERM_OVERLAP_IF_SIMILAR = 0.5   # ... with half of its key terms present
+MIN_NEW_TERMS = 2             # key terms or numbers an answer adds to its question
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,11 @@ class GroundingChecker:
 
     def embed(self, sentence: str) -> list[float]:
         return self.embed_model.get_text_embedding(sentence)
+
+    def adds_to(self, sentence: str, question: str) -> bool:
+        """Does the sentence state something beyond the words of the question?"""
+        new_terms = self._stemmer.terms(sentence) - self._stemmer.terms(question)
+        return len(new_terms) + len(numbers(sentence) - numbers(question)) >= MIN_NEW_TERMS
 
     def check(self, sentence: str, source_text: str, chunk_embeddings, sentence_embedding=None) -> Support:
         """Is `sentence` backed by a source with this text and these chunk embeddings?"""

@@ -194,3 +194,9 @@ def test_prompt_variables_are_checked(tmp_path):
     with pytest.raises(PromptError, match="max_sentences"):
         load_prompt("answer_system", tmp_path)
     assert load_prompt("answer_user").render(sources="S {question}", question="Q?").endswith("Question: Q?\n")
+
+
+def test_a_sentence_that_restates_the_question_is_not_an_answer(run):
+    answer = run(lambda n: reply(("In grokking something happens, and the compiler does things.",
+                                  [n["Lovelace and Babbage"]])))
+    assert answer.abstained and answer.abstain_reason == "unsupported"
