@@ -159,14 +159,23 @@ class OpenAIModel:
         elif self.like:  # llama.cpp's server enforces the schema; others at least return JSON
             extra = {"response_format": {"type": "json_object", "schema": schema}}
         else:
-            extra = {"response_format": {"type": "json_schema",
-                                         "json_schema": {"name": "cited_answer", "schema": schema, "strict": True}}}
+            extra = {"response_format": {"type": "json_schema", "json_schema": {
+                "name": "cited_answer", "schema": _without_keys(schema, {"maxItems"}), "strict": True}}}
         try:
             for part in self._llm.stream_chat(chat, max_tokens=max_tokens, **extra):
                 if part.delta:
                     yield part.delta
         except Exception as err:
             raise BackendError(f"the {self.backend} backend at {self.where} failed: {_describe(err)}") from err
+
+
+def _without_keys(schema, keys: set[str]):
+    """The schema without keywords OpenAI's strict mode may refuse (answer.py caps citations itself)."""
+    if isinstance(schema, dict):
+        return {k: _without_keys(v, keys) for k, v in schema.items() if k not in keys}
+    if isinstance(schema, list):
+        return [_without_keys(v, keys) for v in schema]
+    return schema
 
 
 def _describe(err: Exception) -> str:
