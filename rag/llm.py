@@ -82,7 +82,11 @@ def load_llama(path: str, n_ctx: int, n_threads: int):
         from llama_cpp import Llama
     except ImportError:
         raise ModelError("llama-cpp-python is not installed: run the README's set-up command") from None
-    return Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, verbose=False)
+    try:
+        return Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, verbose=False)
+    except (ValueError, RuntimeError, MemoryError) as err:
+        raise ModelError(f"cannot load the local model {path} ({err}): delete it to have it joined again, "
+                         "or lower RAG_N_CTX if memory is short") from err
 
 
 def local_model_file(cache_dir: Path) -> Path:
