@@ -11,6 +11,8 @@ import os
 import shutil
 import sys
 import textwrap
+import time
+from pathlib import Path
 
 from rag.errors import RagError, UsageError
 from rag.settings import Settings
@@ -68,6 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
                          "against its paper; says so when the papers do not answer. QUESTION '-' reads one "
                          "question per line from stdin (batch).")
     ask.set_defaults(handler=run_ask)
+
+    evaluate = sub.add_parser("eval", parents=[common], help="measure retrieval on the eval set",
+                              description="Recall@1/5/10, MRR and nDCG@10 per question type on "
+                              "eval/questions.jsonl; writes results.json and report.md.")
+    evaluate.add_argument("--retrieval-only", action="store_true", help="retrieval metrics only (fast, no LLM)")
+    evaluate.add_argument("--compare", default="hybrid", help="comma-separated methods: hybrid, dense, bm25")
+    evaluate.add_argument("--questions", type=Path, help="questions file (default eval/questions.jsonl)")
+    evaluate.add_argument("--out", type=Path, help="run folder (default eval/results/<timestamp>-retrieval)")
+    evaluate.add_argument("--thresholds", type=Path, help="fail (exit 1) below the floors in this JSON file")
+    evaluate.set_defaults(handler=run_eval)
 
     papers = sub.add_parser("papers", parents=[common], help="what is indexed: count, categories, location")
     papers.add_argument("--json", action="store_true", help="the same as JSON, with every paper listed")
@@ -252,6 +264,39 @@ def format_result(result) -> str:
         snippet = textwrap.shorten(hit.best_chunk, width=2 * (width - 9), placeholder=" …")
         lines.extend(textwrap.wrap(snippet, width=width - 9, initial_indent=" " * 9, subsequent_indent=" " * 9))
     return "\n".join(lines)
+
+
+def run_eval(args) -> int:
+    from tqdm import tqdm
+
+    from rag import evaluation
+
+    if not args.retrieval_only:
+        raise UsageError("answer evaluation is not in `rag eval` yet: run `rag eval --retrieval-only`; "
+                         "tests/bench_answer.py measures answers")
+    methods = [m.strip() for m in args.compare.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in ("hybrid", "dense", "bm25")]
+    if unknown or not methods:
+        raise UsageError(f"unknown retrieval method {unknown[0] if unknown else args.compare!r}: "
+                         "use hybrid, dense or bm25")
+    bars = {}
+
+    def progress(method, done):
+        bars.setdefault(method, tqdm(desc=method, unit="q", file=sys.stderr, mininterval=0.5)).update(1)
+
+    results = evaluation.evaluate_retrieval(_settings(args), methods, args.questions, progress)
+    for bar in bars.values():
+        bar.close()
+    out = args.out or evaluation.default_questions().parent / "results" / time.strftime("%Y%m%d-%H%M%S-retrieval")
+    evaluation.write_run(results, out)
+    print(evaluation.summary_table(results))
+    print(f"\nWrote {out}/results.json and report.md")
+    if args.thresholds:
+        failures = evaluation.check_thresholds(results, json.loads(args.thresholds.read_text(encoding="utf-8")))
+        for failure in failures:
+            _say(f"rag: below threshold: {failure}")
+        return 1 if failures else 0
+    return 0
 
 
 def run_papers(args) -> int:

@@ -21,6 +21,7 @@ from rag.settings import Settings
 from rag.store import open_store
 
 MIN_CHUNKS_FETCHED = 20
+RETRIEVAL_WEIGHTS = {"hybrid": (1.0, 1.0), "dense": (1.0, 0.0), "bm25": (0.0, 1.0)}  # (dense, keyword)
 
 
 @dataclass(frozen=True)
@@ -118,16 +119,20 @@ class Retriever:
         return SearchResult(question, k, filters, self.store.name, hits, timings, query)
 
     def _rank(self, question: str, query: list[float], k: int, allowed: set[str] | None) -> list[Hit]:
-        """Fuse dense and keyword scores: cosine + weight * (BM25 / best BM25 of this question)."""
+        """Fuse dense and keyword scores: cosine + weight * (BM25 / best BM25 of this question).
+
+        settings.retrieval 'dense' or 'bm25' keeps one side only (for comparisons)."""
+        dense_weight, keyword_weight = RETRIEVAL_WEIGHTS[self.settings.retrieval]
+        keyword_weight *= self.settings.keyword_weight if self.settings.retrieval == "hybrid" else 1.0
         where = None if allowed is None else {"paper_id": {"$in": sorted(allowed)}}
-        dense = self._dense(query, k, where)
-        keyword = self._keyword(question, k, allowed)
+        dense = self._dense(query, k, where) if dense_weight else {}
+        keyword = self._keyword(question, k, allowed) if keyword_weight else {}
         missing = [pid for pid in keyword if pid not in dense]
         if missing:
             dense.update(self._dense(query, len(missing), {"paper_id": {"$in": missing}}))
-        weight = self.settings.keyword_weight
-        fused = {pid: (score + weight * keyword.get(pid, 0.0), score, keyword.get(pid, 0.0), meta, text)
-                 for pid, (score, meta, text) in dense.items()}
+        fused = {pid: (dense_weight * score + keyword_weight * keyword.get(pid, 0.0), score,
+                       keyword.get(pid, 0.0), meta, text)
+                 for pid, (score, meta, text) in dense.items() if dense_weight or pid in keyword}
         ranked = sorted(fused.values(), key=lambda item: -item[0])[:k]
         return [Hit(rank, paper_from_metadata(meta), score, text, dense_score, keyword_score)
                 for rank, (score, dense_score, keyword_score, meta, text) in enumerate(ranked, start=1)]

@@ -72,6 +72,8 @@ class Settings:
     chunk_size: int = _setting(DEFAULT_CHUNK_SIZE, "Chunk size in tiktoken (cl100k) tokens.", "RAG_CHUNK_SIZE")
     chunk_overlap: int = _setting(DEFAULT_CHUNK_OVERLAP, "Overlap between chunks in tokens.", "RAG_CHUNK_OVERLAP")
     top_k: int = _setting(DEFAULT_TOP_K, "How many papers a search returns.", "RAG_TOP_K")
+    retrieval: str = _setting("hybrid", "Retrieval method: hybrid (dense + keyword), dense, or bm25.",
+                              "RAG_RETRIEVAL")
     keyword_weight: float = _setting(DEFAULT_KEYWORD_WEIGHT, "Weight of the keyword (BM25) score added "
                                      "to the dense score; 0 = dense only.", "RAG_KEYWORD_WEIGHT")
     embed_batch_size: int = _setting(DEFAULT_EMBED_BATCH_SIZE, "Texts per embedding batch.",
@@ -109,6 +111,8 @@ class Settings:
         if self.chunk_size < 16 or not 0 <= self.chunk_overlap < self.chunk_size:
             raise UsageError(f"chunk size {self.chunk_size} and overlap {self.chunk_overlap} do not fit: "
                              "use a chunk size of at least 16 and an overlap smaller than it")
+        if self.retrieval not in ("hybrid", "dense", "bm25"):
+            raise UsageError(f"retrieval must be hybrid, dense or bm25, got {self.retrieval!r}")
         if self.answer_format not in ("json", "text"):
             raise UsageError(f"answer format must be json or text, got {self.answer_format!r}")
         if self.keyword_weight < 0:

@@ -1,0 +1,202 @@
+"""Retrieval evaluation on a question set with gold papers: recall@1/5/10, MRR, nDCG@10.
+
+Reads eval/questions.jsonl (format in eval/README.md), runs each retrieval method over
+every question that has gold papers, and reports the metrics overall and per question
+type, with the median search time. Writes results.json (versioned, with a manifest of
+what was measured) and report.md. Answer quality is measured by tests/bench_answer.py.
+"""
+
+import hashlib
+import json
+import math
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rag.errors import RagError, UsageError
+from rag.retrieve import Retriever
+from rag.settings import PACKAGE_DIR, Settings
+from rag.store import index_shape
+
+RESULTS_VERSION = 1
+CUTOFFS = (1, 5, 10)
+METRICS = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10")
+QUESTION_TYPES = ("paraphrase", "detail", "multi", "author", "category", "unanswerable", "chinese")
+REQUIRED_FIELDS = {"id": str, "type": str, "question": str, "gold": list, "answerable": bool}
+
+
+class EvalError(RagError):
+    """A questions file breaks the format, or names papers the index does not hold."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    type: str
+    question: str
+    gold: tuple[str, ...]
+    answerable: bool
+    expected: tuple[str, ...] = ()
+    lang: str = "en"
+
+
+def default_questions() -> Path:
+    return PACKAGE_DIR.parent / "eval" / "questions.jsonl"
+
+
+def default_thresholds() -> Path:
+    return PACKAGE_DIR.parent / "eval" / "thresholds.json"
+
+
+def load_questions(path: Path, known_ids: set[str]) -> list[Question]:
+    """Parse and check a questions file; errors name the file and line."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise EvalError(f"cannot read questions file {path}: {err}") from None
+    questions, seen = [], set()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        question = _parse_question(path, number, line, known_ids)
+        if question.id in seen:
+            raise EvalError(f"{path}:{number}: question id {question.id!r} is used twice")
+        seen.add(question.id)
+        questions.append(question)
+    if not questions:
+        raise EvalError(f"{path}: no questions in this file")
+    return questions
+
+
+def _parse_question(path: Path, number: int, line: str, known_ids: set[str]) -> Question:
+    where = f"{path}:{number}"
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise EvalError(f"{where}: not valid JSON ({err.msg} at column {err.colno})") from None
+    if not isinstance(row, dict):
+        raise EvalError(f"{where}: each line must be a JSON object")
+    for name, kind in REQUIRED_FIELDS.items():
+        if not isinstance(row.get(name), kind):
+            raise EvalError(f"{where}: field {name!r} must be a {kind.__name__}")
+    if row["type"] not in QUESTION_TYPES:
+        raise EvalError(f"{where}: unknown type {row['type']!r}; use one of {', '.join(QUESTION_TYPES)}")
+    unknown = [g for g in row["gold"] if g not in known_ids]
+    if unknown:
+        raise EvalError(f"{where}: gold paper {unknown[0]!r} is not in the index; check the id with "
+                        "`rag papers --json`, or ingest the corpus it comes from")
+    return Question(row["id"], row["type"], row["question"], tuple(row["gold"]), row["answerable"],
+                    tuple(row.get("expected") or ()), row.get("lang", "en"))
+
+
+def score_ranking(ranked: list[str], gold: set[str]) -> dict[str, float]:
+    """The metrics of one ranked list of paper ids against the gold set."""
+    scores = {f"recall@{k}": len(gold & set(ranked[:k])) / len(gold) for k in CUTOFFS}
+    first = next((rank for rank, pid in enumerate(ranked, start=1) if pid in gold), None)
+    scores["mrr"] = 1.0 / first if first else 0.0
+    dcg = sum(1.0 / math.log2(rank + 1) for rank, pid in enumerate(ranked[:10], start=1) if pid in gold)
+    ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(gold), 10) + 1))
+    scores["ndcg@10"] = dcg / ideal
+    return scores
+
+
+def mean_metrics(rows: list[dict]) -> dict[str, float]:
+    return {m: round(statistics.fmean(r["scores"][m] for r in rows), 4) for m in METRICS} | {"n": len(rows)}
+
+
+def evaluate_method(settings: Settings, method: str, questions: list[Question], progress=None) -> dict:
+    """Run one retrieval method over the questions with gold papers."""
+    rows = []
+    with Retriever(settings.with_overrides(retrieval=method)) as retriever:
+        retriever.search("warm-up")
+        for question in (q for q in questions if q.gold):
+            started = time.perf_counter()
+            result = retriever.search(question.question, k=max(CUTOFFS))
+            elapsed = time.perf_counter() - started
+            ranked = [hit.paper.paper_id for hit in result.hits]
+            rows.append({"id": question.id, "type": question.type, "ranked": ranked, "search_s": round(elapsed, 4),
+                         "scores": score_ranking(ranked, set(question.gold))})
+            if progress:
+                progress(method, len(rows))
+    by_type = {t: mean_metrics([r for r in rows if r["type"] == t])
+               for t in QUESTION_TYPES if any(r["type"] == t for r in rows)}
+    return {"overall": mean_metrics(rows), "by_type": by_type,
+            "search_p50_ms": round(1000 * statistics.median(r["search_s"] for r in rows), 2), "rows": rows}
+
+
+def evaluate_retrieval(settings: Settings, methods: list[str], questions_path: Path | None = None,
+                       progress=None) -> dict:
+    """Every method over the same questions, with a manifest of what was measured."""
+    path = Path(questions_path or default_questions())
+    with Retriever(settings) as retriever:
+        known = {p.paper_id for p in retriever.papers}
+        index = retriever.store.name
+    questions = load_questions(path, known)
+    results = {method: evaluate_method(settings, method, questions, progress) for method in methods}
+    return {"version": RESULTS_VERSION, "kind": "retrieval", "manifest": manifest(settings, index, path),
+            "questions": len(questions), "methods": results}
+
+
+def manifest(settings: Settings, index: str, questions_path: Path) -> dict:
+    """What a run depended on, so two runs can be compared honestly."""
+    from importlib.metadata import version
+
+    return {"git_commit": _git_commit(), "index": index, "index_shape": index_shape(settings),
+            "keyword_weight": settings.keyword_weight,
+            "questions_sha256": hashlib.sha256(questions_path.read_bytes()).hexdigest()[:16],
+            "libraries": {name: version(name) for name in ("chromadb", "llama-index-core",
+                                                          "sentence-transformers", "bm25s")},
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
+def _git_commit() -> str | None:
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PACKAGE_DIR.parent, capture_output=True,
+                              text=True, timeout=5)
+        return done.stdout.strip() or None
+    except OSError:
+        return None
+
+
+def summary_table(results: dict) -> str:
+    """Markdown table: one row per method and question type."""
+    lines = ["| method | type | n | " + " | ".join(METRICS) + " | search p50 ms |",
+             "|---|---|---|" + "---|" * len(METRICS) + "---|"]
+    for method, result in results["methods"].items():
+        for label, metrics in [("overall", result["overall"])] + list(result["by_type"].items()):
+            cells = " | ".join(f"{metrics[m]:.3f}" for m in METRICS)
+            latency = f"{result['search_p50_ms']:.1f}" if label == "overall" else ""
+            lines.append(f"| {method} | {label} | {metrics['n']} | {cells} | {latency} |")
+    return "\n".join(lines)
+
+
+def write_run(results: dict, out: Path) -> Path:
+    """results.json and report.md in `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
+    manifest_lines = "\n".join(f"- {k}: {v}" for k, v in results["manifest"].items())
+    (out / "report.md").write_text(f"# Retrieval evaluation\n\n{results['questions']} questions "
+                                   f"(those with gold papers are scored).\n\n{summary_table(results)}\n\n"
+                                   f"## Manifest\n\n{manifest_lines}\n", encoding="utf-8")
+    return out
+
+
+def check_thresholds(results: dict, thresholds: dict) -> list[str]:
+    """Which metrics fell below the floors in thresholds[method][scope][metric]."""
+    failures = []
+    for method, scopes in thresholds.items():
+        if method.startswith("_"):
+            continue  # comments
+        result = results["methods"].get(method)
+        if result is None:
+            raise UsageError(f"thresholds name method {method!r}, which this run did not measure")
+        for scope, floors in scopes.items():
+            measured = result["overall"] if scope == "overall" else result["by_type"].get(scope, {})
+            failures += [f"{method} {scope} {metric} {measured.get(metric, 0.0):.3f} < {floor}"
+                         for metric, floor in floors.items() if measured.get(metric, 0.0) < floor]
+    return failures
