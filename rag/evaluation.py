@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rag.errors import RagError, UsageError
+from rag.prompts import prompt_hashes
 from rag.retrieve import Retriever
 from rag.settings import PACKAGE_DIR, Settings
 from rag.store import index_shape
@@ -149,6 +150,7 @@ def manifest(settings: Settings, index: str, questions_path: Path) -> dict:
     return {"git_commit": _git_commit(), "index": index, "index_shape": index_shape(settings),
             "keyword_weight": settings.keyword_weight,
             "questions_sha256": hashlib.sha256(questions_path.read_bytes()).hexdigest()[:16],
+            "prompts_sha256": prompt_hashes(),
             "libraries": {name: version(name) for name in ("chromadb", "llama-index-core",
                                                           "sentence-transformers", "bm25s")},
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}

@@ -135,11 +135,6 @@ class Settings:
     def with_overrides(self, **overrides) -> "Settings":
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
 
-    @classmethod
-    def describe(cls) -> list[tuple[str, str, str]]:
-        """(environment variable, default, help) for each setting, for the README and --help."""
-        return [(f.metadata["env"], str(f.default), f.metadata["help"]) for f in fields(cls)]
-
 
 def _convert(f, raw: str):
     if f.type in (int, float):
