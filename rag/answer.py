@@ -193,7 +193,7 @@ class Answerer:
             for number, (text, embedding) in enumerate(chunks.get(hit.paper.paper_id, [])):
                 scored.append((cosine(query_embedding, embedding), rank, number, text, embedding))
         budget, chosen = self.settings.context_tokens, []
-        for score, rank, number, text, embedding in sorted(scored, key=lambda c: -c[0]):
+        for _score, rank, number, text, embedding in sorted(scored, key=lambda c: -c[0]):
             cost = count_tokens(text)
             if cost <= budget:
                 chosen.append((rank, number, text, embedding))
