@@ -39,8 +39,8 @@ class Prompt:
 
 
 def prompts_dir() -> Path:
-    """prompts/ in a checkout, rag/prompts inside an installed wheel."""
-    for candidate in (PACKAGE_DIR / "prompts", PACKAGE_DIR.parent / "prompts"):
+    """prompts/ in a checkout, rag/prompt_templates inside an installed wheel."""
+    for candidate in (PACKAGE_DIR / "prompt_templates", PACKAGE_DIR.parent / "prompts"):
         if (candidate / "answer_system.txt").is_file():
             return candidate
     raise PromptError(f"no prompt templates found next to {PACKAGE_DIR}: reinstall rag")
