@@ -42,41 +42,32 @@ def numbers(text: str) -> set[str]:
     return {n.replace(",", "") if re.fullmatch(r"\d{1,3}(,\d{3})+", n) else n for n in NUMBER.findall(text)}
 
 
-@dataclass(frozen=True)
-class _Stemmer:
-    stem: object
-
-    def terms(self, text: str) -> set[str]:
-        words = [w.lower() for w in WORD.findall(text) if w.lower() not in STOPWORDS]
-        return set(self.stem(words))
-
-
-def _stemmer() -> _Stemmer:
-    import Stemmer  # PyStemmer, installed with the BM25 retriever
-
-    return _Stemmer(Stemmer.Stemmer("english").stemWords)
-
-
 class GroundingChecker:
     """Checks sentences against sources with the index's embedding model."""
 
     def __init__(self, embed_model):
+        import Stemmer  # PyStemmer, installed with the BM25 retriever
+
         self.embed_model = embed_model
-        self._stemmer = _stemmer()
+        self._stem_words = Stemmer.Stemmer("english").stemWords
+
+    def terms(self, text: str) -> set[str]:
+        """Stemmed key terms: words of 3+ letters that are not stopwords."""
+        return set(self._stem_words([w.lower() for w in WORD.findall(text) if w.lower() not in STOPWORDS]))
 
     def embed(self, sentence: str) -> list[float]:
         return self.embed_model.get_text_embedding(sentence)
 
     def adds_to(self, sentence: str, question: str) -> bool:
         """Does the sentence state something beyond the words of the question?"""
-        new_terms = self._stemmer.terms(sentence) - self._stemmer.terms(question)
+        new_terms = self.terms(sentence) - self.terms(question)
         return len(new_terms) + len(numbers(sentence) - numbers(question)) >= MIN_NEW_TERMS
 
     def check(self, sentence: str, source_text: str, chunk_embeddings, sentence_embedding=None) -> Support:
         """Is `sentence` backed by a source with this text and these chunk embeddings?"""
         missing = tuple(sorted(numbers(sentence) - numbers(source_text)))
-        terms = self._stemmer.terms(sentence)
-        overlap = len(terms & self._stemmer.terms(source_text)) / len(terms) if terms else 0.0
+        terms = self.terms(sentence)
+        overlap = len(terms & self.terms(source_text)) / len(terms) if terms else 0.0
         vector = sentence_embedding if sentence_embedding is not None else self.embed(sentence)
         similarity = max((cosine(vector, chunk) for chunk in chunk_embeddings), default=0.0)
         backed = overlap >= MIN_TERM_OVERLAP or (similarity >= MIN_SIMILARITY and

@@ -5,13 +5,12 @@ Prints one table; both stores are measured in the same run, side by side.
 """
 
 import argparse
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from servers import chroma_server
 
 from rag.embedding import load_embed_model
 from rag.index import describe_index, ingest
@@ -28,12 +27,6 @@ QUESTIONS = [
     "online learning regret bounds", "self-play reinforcement learning", "neural responses to images",
 ]
 DATA = Path(__file__).resolve().parent.parent / "data"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def measure(settings: Settings, n_queries: int) -> dict:
@@ -60,21 +53,11 @@ def main() -> None:
     started = time.perf_counter()
     load_embed_model(Settings().embed_model, Settings().embed_batch_size)  # load once, so neither store's cold ingest pays for it
     print(f"embedding model load: {time.perf_counter() - started:.1f} s")
-    with tempfile.TemporaryDirectory() as tmp:
-        port = free_port()
-        server = subprocess.Popen([str(Path(sys.executable).parent / "chroma"), "run", "--path", f"{tmp}/server",
-                                   "--host", "127.0.0.1", "--port", str(port)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            time.sleep(2)
-            rows = {
-                "embedded": measure(Settings(home=Path(tmp) / "home", corpus=DATA), args.queries),
-                "server": measure(Settings(home=Path(tmp) / "home2", corpus=DATA,
-                                           chroma_url=f"http://127.0.0.1:{port}"), args.queries),
-            }
-        finally:
-            server.terminate()
-            server.wait()
+    with tempfile.TemporaryDirectory() as tmp, chroma_server(Path(tmp) / "server") as url:
+        rows = {
+            "embedded": measure(Settings(home=Path(tmp) / "home", corpus=DATA), args.queries),
+            "server": measure(Settings(home=Path(tmp) / "home2", corpus=DATA, chroma_url=url), args.queries),
+        }
     names = list(rows["embedded"])
     print(f"{'':<10}" + "".join(f"{n:>20}" for n in names))
     for store, row in rows.items():

@@ -1,13 +1,8 @@
 """The scale-out path: ingest and search through a real `chroma run` server on loopback."""
 
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pytest
 
+import servers
 from conftest import SMALL_PAPERS, write_corpus
 from rag.cli import main
 from rag.errors import StoreError
@@ -17,33 +12,11 @@ from rag.settings import Settings
 from rag.store import open_store
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
 @pytest.fixture
 def chroma_server(tmp_path):
     """A Chroma server on a free loopback port, stopped after the test."""
-    port = free_port()
-    chroma = Path(sys.executable).parent / "chroma"
-    proc = subprocess.Popen([str(chroma), "run", "--path", str(tmp_path / "server-data"),
-                             "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while not listening(port):
-        assert proc.poll() is None, "chroma run exited"
-        assert time.monotonic() < deadline, "chroma run did not listen within 30 s"
-        time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=10)
+    with servers.chroma_server(tmp_path / "server-data") as url:
+        yield url
 
 
 def test_ingest_and_search_through_a_chroma_server(chroma_server, tmp_path, isolated_home):
@@ -68,6 +41,6 @@ def test_cli_uses_the_server_from_the_environment(chroma_server, tmp_path, monke
 
 
 def test_a_server_that_is_down_is_a_clear_error():
-    settings = Settings.from_env(chroma_url=f"http://127.0.0.1:{free_port()}")
+    settings = Settings.from_env(chroma_url=f"http://127.0.0.1:{servers.free_port()}")
     with pytest.raises(StoreError, match="cannot reach the Chroma server at .*chroma run"):
         open_store(settings).close()

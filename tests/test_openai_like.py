@@ -1,7 +1,6 @@
 """The OpenAI-compatible path against a real llama.cpp server on loopback, and a backend that is down."""
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -9,18 +8,14 @@ import urllib.request
 
 import pytest
 
+from servers import free_port
+
 from rag.answer import Answerer
 from rag.cli import main
 from rag.errors import UsageError
 from rag.llm import local_model_file, open_model
 from rag.retrieve import Retriever
 from rag.settings import Settings, available_cores
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
