@@ -71,14 +71,21 @@ def build_parser() -> argparse.ArgumentParser:
                          "question per line from stdin (batch).")
     ask.set_defaults(handler=run_ask)
 
-    evaluate = sub.add_parser("eval", parents=[common], help="measure retrieval on the eval set",
-                              description="Recall@1/5/10, MRR and nDCG@10 per question type on "
-                              "eval/questions.jsonl; writes results.json and report.md.")
+    evaluate = sub.add_parser("eval", parents=[common, llm], help="measure retrieval and answers on the eval set",
+                              description="Answer every question of eval/questions.jsonl and score retrieval "
+                              "(recall@1/5/10, MRR, nDCG@10), citations, grounding, correctness, abstention "
+                              "and latency per question type; writes results.json, report.md and charts.")
     evaluate.add_argument("--retrieval-only", action="store_true", help="retrieval metrics only (fast, no LLM)")
-    evaluate.add_argument("--compare", default="hybrid", help="comma-separated methods: hybrid, dense, bm25")
+    evaluate.add_argument("--compare", default="hybrid", help="comma-separated retrieval methods: hybrid, dense, bm25")
     evaluate.add_argument("--questions", type=Path, help="questions file (default eval/questions.jsonl)")
-    evaluate.add_argument("--out", type=Path, help="run folder (default eval/results/<timestamp>-retrieval)")
+    evaluate.add_argument("--types", help="only these question types, comma-separated (e.g. detail,author)")
+    evaluate.add_argument("--judge", choices=["grounding", "llm"], action="append",
+                          help="also judge citations with the LLM (`--judge llm`, cached); the "
+                          "deterministic grounding judge always runs")
+    evaluate.add_argument("--out", type=Path, help="run folder (default eval/results/<timestamp>)")
     evaluate.add_argument("--thresholds", type=Path, help="fail (exit 1) below the floors in this JSON file")
+    evaluate.add_argument("--diff", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"),
+                          help="print metric deltas between two run folders and exit")
     evaluate.set_defaults(handler=run_eval)
 
     papers = sub.add_parser("papers", parents=[common], help="what is indexed: count, categories, location")
@@ -267,36 +274,72 @@ def format_result(result) -> str:
 
 
 def run_eval(args) -> int:
-    from tqdm import tqdm
+    from rag import eval_report, evaluation
 
-    from rag import evaluation
-
-    if not args.retrieval_only:
-        raise UsageError("answer evaluation is not in `rag eval` yet: run `rag eval --retrieval-only`; "
-                         "tests/bench_answer.py measures answers")
-    methods = [m.strip() for m in args.compare.split(",") if m.strip()]
+    if args.diff:
+        print(eval_report.diff_runs(*(eval_report.load_run(path) for path in args.diff)))
+        return 0
+    methods = _list_option(args.compare)
     unknown = [m for m in methods if m not in ("hybrid", "dense", "bm25")]
     if unknown or not methods:
         raise UsageError(f"unknown retrieval method {unknown[0] if unknown else args.compare!r}: "
                          "use hybrid, dense or bm25")
-    bars = {}
-
-    def progress(method, done):
-        bars.setdefault(method, tqdm(desc=method, unit="q", file=sys.stderr, mininterval=0.5)).update(1)
-
-    results = evaluation.evaluate_retrieval(_settings(args), methods, args.questions, progress)
-    for bar in bars.values():
-        bar.close()
-    out = args.out or evaluation.default_questions().parent / "results" / time.strftime("%Y%m%d-%H%M%S-retrieval")
-    evaluation.write_run(results, out)
-    print(evaluation.summary_table(results))
-    print(f"\nWrote {out}/results.json and report.md")
+    settings = _settings(args, backend=args.backend, model=args.model, base_url=args.base_url,
+                         timeout_s=args.timeout)
+    progress = EvalProgress()
+    started = time.perf_counter()
+    try:
+        results = evaluation.evaluate(settings, methods, args.questions, types=_list_option(args.types),
+                                      answers=not args.retrieval_only, judges=args.judge or ["grounding"],
+                                      progress=progress.retrieval, answer_progress=progress.answer)
+    finally:
+        progress.close()
+    stamp = time.strftime("%Y%m%d-%H%M%S") + ("-retrieval" if args.retrieval_only else "")
+    out = args.out or evaluation.default_questions().parent / "results" / stamp
+    written = eval_report.write_run(results, out)
+    print(eval_report.summary(results))
+    print(f"\nWrote {', '.join(path.name for path in written)} to {out} in {time.perf_counter() - started:.0f} s")
     if args.thresholds:
         failures = evaluation.check_thresholds(results, json.loads(args.thresholds.read_text(encoding="utf-8")))
         for failure in failures:
             _say(f"rag: below threshold: {failure}")
         return 1 if failures else 0
     return 0
+
+
+class EvalProgress:
+    """Progress bars on stderr: one per retrieval method, one for answers with a running tally."""
+
+    def __init__(self):
+        self.bars = {}
+        self.tally = {"answered": 0, "abstained": 0, "correct": 0}
+
+    def retrieval(self, method: str, done: int, total: int) -> None:
+        self._bar(method, total).update(1)
+
+    def answer(self, row: dict, done: int, total: int) -> None:
+        outcome = row["outcome"]
+        self.tally["answered" if outcome["answered"] else "abstained"] += 1
+        self.tally["correct"] += outcome["correct"]
+        bar = self._bar("answers", total)
+        bar.set_postfix(self.tally | {"last": f"{row['total_s']:.1f}s"}, refresh=False)
+        bar.update(1)
+
+    def _bar(self, name: str, total: int):
+        from tqdm import tqdm
+
+        if name not in self.bars:
+            self.bars[name] = tqdm(desc=name, total=total, unit="q", file=sys.stderr, mininterval=0.5,
+                                   dynamic_ncols=True)
+        return self.bars[name]
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+
+
+def _list_option(value: str | None) -> list[str]:
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
 
 
 def run_papers(args) -> int:

@@ -1,9 +1,9 @@
-"""Retrieval evaluation on a question set with gold papers: recall@1/5/10, MRR, nDCG@10.
+"""The eval set and retrieval evaluation: recall@1/5/10, MRR, nDCG@10, and the run manifest.
 
 Reads eval/questions.jsonl (format in eval/README.md), runs each retrieval method over
 every question that has gold papers, and reports the metrics overall and per question
-type, with the median search time. Writes results.json (versioned, with a manifest of
-what was measured) and report.md. Answer quality is measured by tests/bench_answer.py.
+type, with the median search time. A full run also answers every question and scores
+the answers (answer_eval.py); eval_report.py writes and compares runs.
 """
 
 import hashlib
@@ -12,7 +12,7 @@ import math
 import statistics
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from rag.errors import RagError, UsageError
@@ -21,7 +21,7 @@ from rag.retrieve import Retriever
 from rag.settings import PACKAGE_DIR, Settings
 from rag.store import index_shape
 
-RESULTS_VERSION = 1
+RESULTS_VERSION = 2
 CUTOFFS = (1, 5, 10)
 METRICS = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10")
 QUESTION_TYPES = ("paraphrase", "detail", "multi", "author", "category", "unanswerable", "chinese")
@@ -115,7 +115,8 @@ def evaluate_method(settings: Settings, method: str, questions: list[Question], 
     rows = []
     with Retriever(settings.with_overrides(retrieval=method)) as retriever:
         retriever.search("warm-up")
-        for question in (q for q in questions if q.gold):
+        scored = [q for q in questions if q.gold]
+        for question in scored:
             started = time.perf_counter()
             result = retriever.search(question.question, k=max(CUTOFFS))
             elapsed = time.perf_counter() - started
@@ -123,69 +124,76 @@ def evaluate_method(settings: Settings, method: str, questions: list[Question], 
             rows.append({"id": question.id, "type": question.type, "ranked": ranked, "search_s": round(elapsed, 4),
                          "scores": score_ranking(ranked, set(question.gold))})
             if progress:
-                progress(method, len(rows))
+                progress(method, len(rows), len(scored))
     by_type = {t: mean_metrics([r for r in rows if r["type"] == t])
                for t in QUESTION_TYPES if any(r["type"] == t for r in rows)}
     return {"overall": mean_metrics(rows), "by_type": by_type,
             "search_p50_ms": round(1000 * statistics.median(r["search_s"] for r in rows), 2), "rows": rows}
 
 
-def evaluate_retrieval(settings: Settings, methods: list[str], questions_path: Path | None = None,
-                       progress=None) -> dict:
-    """Every method over the same questions, with a manifest of what was measured."""
+def evaluate(settings: Settings, methods: list[str], questions_path: Path | None = None, types=None,
+             answers: bool = False, judges=("grounding",), progress=None,
+             answer_progress=lambda row, done, total: None) -> dict:
+    """Every retrieval method over the same questions and, with `answers`, every answer scored.
+
+    The result carries a manifest of what was measured, so two runs can be compared."""
     path = Path(questions_path or default_questions())
+    check_types(types or [])
     with Retriever(settings) as retriever:
         known = {p.paper_id for p in retriever.papers}
         index = retriever.store.name
-    questions = load_questions(path, known)
-    results = {method: evaluate_method(settings, method, questions, progress) for method in methods}
-    return {"version": RESULTS_VERSION, "kind": "retrieval", "manifest": manifest(settings, index, path),
-            "questions": len(questions), "methods": results}
+    questions = [q for q in load_questions(path, known) if not types or q.type in types]
+    results = {"version": RESULTS_VERSION, "kind": "full" if answers else "retrieval",
+               "manifest": manifest(settings, index, path), "questions": len(questions),
+               "methods": {method: evaluate_method(settings, method, questions, progress) for method in methods}}
+    if answers:
+        from rag import llm
+        from rag.answer_eval import describe_model, evaluate_answers
+
+        model = llm.open_model(settings)
+        results["manifest"]["llm"] = describe_model(model)
+        results["answers"] = evaluate_answers(settings, questions, model, judges, answer_progress)
+    return results
+
+
+def check_types(types: list[str]) -> None:
+    unknown = sorted(set(types) - set(QUESTION_TYPES))
+    if unknown:
+        raise UsageError(f"unknown question type {unknown[0]!r}: use {', '.join(QUESTION_TYPES)}")
 
 
 def manifest(settings: Settings, index: str, questions_path: Path) -> dict:
     """What a run depended on, so two runs can be compared honestly."""
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-    return {"git_commit": _git_commit(), "index": index, "index_shape": index_shape(settings),
-            "keyword_weight": settings.keyword_weight,
+    libraries = {}
+    for name in ("chromadb", "llama-index-core", "sentence-transformers", "bm25s", "llama_cpp_python", "openai"):
+        try:
+            libraries[name] = version(name)
+        except PackageNotFoundError:
+            libraries[name] = None
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {"git_commit": _git("rev-parse", "HEAD"), "git_dirty": None if status is None else bool(status),
+            "index": index, "index_shape": index_shape(settings),
+            "settings": settings_snapshot(settings),
             "questions_sha256": hashlib.sha256(questions_path.read_bytes()).hexdigest()[:16],
-            "prompts_sha256": prompt_hashes(),
-            "libraries": {name: version(name) for name in ("chromadb", "llama-index-core",
-                                                          "sentence-transformers", "bm25s")},
+            "prompts_sha256": prompt_hashes(), "libraries": libraries,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 
-def _git_commit() -> str | None:
+def settings_snapshot(settings: Settings) -> dict:
+    """Every setting as plain JSON, without secrets."""
+    return {f.name: (str(v) if isinstance(v, Path) else v)
+            for f in fields(settings) if f.name != "api_key" for v in [getattr(settings, f.name)]}
+
+
+def _git(*args: str) -> str | None:
+    """The output of a git command in the checkout (None outside one)."""
     try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PACKAGE_DIR.parent, capture_output=True,
-                              text=True, timeout=5)
-        return done.stdout.strip() or None
+        done = subprocess.run(["git", *args], cwd=PACKAGE_DIR.parent, capture_output=True, text=True, timeout=5)
     except OSError:
         return None
-
-
-def summary_table(results: dict) -> str:
-    """Markdown table: one row per method and question type."""
-    lines = ["| method | type | n | " + " | ".join(METRICS) + " | search p50 ms |",
-             "|---|---|---|" + "---|" * len(METRICS) + "---|"]
-    for method, result in results["methods"].items():
-        for label, metrics in [("overall", result["overall"])] + list(result["by_type"].items()):
-            cells = " | ".join(f"{metrics[m]:.3f}" for m in METRICS)
-            latency = f"{result['search_p50_ms']:.1f}" if label == "overall" else ""
-            lines.append(f"| {method} | {label} | {metrics['n']} | {cells} | {latency} |")
-    return "\n".join(lines)
-
-
-def write_run(results: dict, out: Path) -> Path:
-    """results.json and report.md in `out`."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
-    manifest_lines = "\n".join(f"- {k}: {v}" for k, v in results["manifest"].items())
-    (out / "report.md").write_text(f"# Retrieval evaluation\n\n{results['questions']} questions "
-                                   f"(those with gold papers are scored).\n\n{summary_table(results)}\n\n"
-                                   f"## Manifest\n\n{manifest_lines}\n", encoding="utf-8")
-    return out
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def check_thresholds(results: dict, thresholds: dict) -> list[str]:

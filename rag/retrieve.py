@@ -92,11 +92,16 @@ class Retriever:
             ingest(settings, progress=True)
             self.collection = self.store.collection(create=False)
         self.papers = stored_papers(self.collection)
+        self._papers_by_id = {p.paper_id: p for p in self.papers}
         self.keyword_index = KeywordIndex(self.papers)
         self.embed_model = load_embed_model(settings.embed_model, settings.embed_batch_size)
 
     def close(self) -> None:
         self.store.close()
+
+    def paper(self, paper_id: str) -> Paper:
+        """A stored paper by id (KeyError if the index does not hold it)."""
+        return self._papers_by_id[paper_id]
 
     def __enter__(self) -> "Retriever":
         return self

@@ -1,6 +1,7 @@
-"""A scripted fake LLM: replies are queued with enqueue(), calls are kept in history."""
+"""Fake LLMs: ScriptedModel replays queued replies; QuotingModel quotes its first source."""
 
 import json
+import re
 
 
 class ScriptedModel:
@@ -29,3 +30,25 @@ class ScriptedModel:
 def reply(*sentences, answerable=True) -> dict:
     """A reply in the JSON shape the prompt asks for: reply(("text", [1]), ...)."""
     return {"answerable": answerable, "sentences": [{"text": t, "sources": s} for t, s in sentences]}
+
+
+class QuotingModel:
+    """Answers by quoting the first sentence of source 1, cited [1]; as a judge, says 'supported'.
+
+    Deterministic and relevant, so an eval over it has outcomes a test can predict."""
+
+    backend = "fake"
+    model = "quoting"
+
+    def __init__(self):
+        self.calls = {"answer": 0, "judge": 0}
+
+    def stream(self, messages, schema, max_tokens):
+        if schema and "supported" in schema["properties"]:
+            self.calls["judge"] += 1
+            yield json.dumps({"supported": True})
+            return
+        self.calls["answer"] += 1
+        source = re.search(r'<source id="1">\nPaper: [^\n]*\n(.*?)\n</source>', messages[-1]["content"], re.S)
+        first = re.split(r"(?<=[.!?])\s", source[1].strip(), maxsplit=1)[0]
+        yield json.dumps(reply((first, [1])))

@@ -5,15 +5,14 @@ import json
 import pytest
 
 from rag.cli import main
-from rag.evaluation import (EvalError, check_thresholds, default_thresholds, evaluate_retrieval, load_questions,
-                            score_ranking)
+from rag.evaluation import EvalError, check_thresholds, default_thresholds, evaluate, load_questions, score_ranking
 
 
 @pytest.fixture(scope="module")
 def compared(real_index_home):
     from rag.settings import Settings
 
-    return evaluate_retrieval(Settings(home=real_index_home), ["dense", "bm25", "hybrid"])
+    return evaluate(Settings(home=real_index_home), ["dense", "bm25", "hybrid"])
 
 
 def test_retrieval_meets_the_ci_thresholds(compared):
@@ -28,7 +27,7 @@ def test_hybrid_beats_each_of_its_parts(compared):
 
 
 def test_results_carry_version_manifest_and_types(compared):
-    assert compared["version"] == 1 and compared["kind"] == "retrieval"
+    assert compared["version"] == 2 and compared["kind"] == "retrieval"
     assert compared["manifest"]["index"].startswith("rag-papers-") and compared["manifest"]["questions_sha256"]
     hybrid = compared["methods"]["hybrid"]
     assert {"paraphrase", "detail", "multi", "author", "category", "chinese"} <= set(hybrid["by_type"])
@@ -81,7 +80,7 @@ def test_cli_eval_writes_a_run_and_gates(real_index_home, monkeypatch, capsys, t
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["eval"], "run `rag eval --retrieval-only`"),
+    (["eval", "--retrieval-only", "--types", "trivia"], "unknown question type 'trivia'"),
     (["eval", "--retrieval-only", "--compare", "dense,magic"], "unknown retrieval method 'magic'"),
 ])
 def test_cli_eval_usage_errors(argv, message, capsys):

@@ -1,0 +1,216 @@
+"""Eval runs on disk: results.json, report.md and PNG charts; and the diff of two runs."""
+
+import json
+from pathlib import Path
+
+from rag.evaluation import METRICS, RESULTS_VERSION, EvalError
+
+ANSWER_COLUMNS = (("answered", "answered"), ("false_abstention", "false abst."),
+                  ("unanswerable_abstained", "unans. abst."), ("accuracy", "accuracy"), ("precision", "precision"),
+                  ("citation_validity", "cit. valid"), ("gold_precision", "gold prec."),
+                  ("gold_recall", "gold rec."), ("alce_recall_grounding", "ALCE rec."),
+                  ("alce_precision_grounding", "ALCE prec."), ("alce_recall_llm", "ALCE rec. (LLM)"),
+                  ("alce_precision_llm", "ALCE prec. (LLM)"), ("expected_found", "expected found"))
+LATENCY_COLUMNS = ("first_token_p50_s", "first_token_p90_s", "total_p50_s", "total_p90_s")
+CHART_METRICS = (("answered", "answered (answerable)"), ("accuracy", "LitQA accuracy"),
+                 ("gold_recall", "gold recall"), ("alce_recall_grounding", "ALCE citation recall"))
+
+
+def retrieval_table(results: dict) -> str:
+    """Markdown: one row per retrieval method and question type."""
+    lines = ["| method | type | n | " + " | ".join(METRICS) + " | search p50 ms |",
+             "|---|---|---|" + "---|" * len(METRICS) + "---|"]
+    for method, result in results["methods"].items():
+        for label, metrics in [("overall", result["overall"])] + list(result["by_type"].items()):
+            cells = " | ".join(f"{metrics[m]:.3f}" for m in METRICS)
+            latency = f"{result['search_p50_ms']:.1f}" if label == "overall" else ""
+            lines.append(f"| {method} | {label} | {metrics['n']} | {cells} | {latency} |")
+    return "\n".join(lines)
+
+
+def answer_table(answers: dict) -> str:
+    """Markdown: answer metrics overall and per question type ('—' where none applies)."""
+    columns = [(key, label) for key, label in ANSWER_COLUMNS
+               if key in answers["overall"] and (not key.endswith("_llm") or "llm" in answers["judges"])]
+    lines = ["| type | n | " + " | ".join(label for _, label in columns) + " |",
+             "|---|---|" + "---|" * len(columns)]
+    for label, metrics in [("overall", answers["overall"])] + list(answers["by_type"].items()):
+        lines.append(f"| {label} | {metrics['n']} | " + " | ".join(_cell(metrics[k]) for k, _ in columns) + " |")
+    return "\n".join(lines)
+
+
+def latency_table(answers: dict) -> str:
+    lines = ["| type | first token p50 s | first token p90 s | total p50 s | total p90 s |", "|---|---|---|---|---|"]
+    for label, metrics in [("overall", answers["overall"])] + list(answers["by_type"].items()):
+        lines.append(f"| {label} | " + " | ".join(_cell(metrics[k], 1) for k in LATENCY_COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def summary(results: dict) -> str:
+    """What `rag eval` prints: the answer table (full runs) and the retrieval table."""
+    parts = []
+    if "answers" in results:
+        answers = results["answers"]
+        parts += ["Answers", answer_table(answers), "", "Latency", latency_table(answers),
+                  f"\nCitations dropped by the repair step: {answers['overall']['dropped_citations']}", ""]
+    parts += ["Retrieval", retrieval_table(results)]
+    return "\n".join(parts)
+
+
+def write_run(results: dict, out: Path) -> list[Path]:
+    """results.json, report.md and, for full runs, the charts in `out`; returns the files written."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
+    charts = write_charts(results, out) if "answers" in results else []
+    (out / "report.md").write_text(report(results, charts), encoding="utf-8")
+    return [out / "results.json", out / "report.md"] + charts
+
+
+def report(results: dict, charts: list[Path]) -> str:
+    """report.md: the tables, the charts, the questions answered wrongly, the manifest."""
+    title = "Evaluation" if "answers" in results else "Retrieval evaluation"
+    parts = [f"# {title}", "", f"{results['questions']} questions (those with gold papers are scored "
+             "for retrieval).", ""]
+    if "answers" in results:
+        answers = results["answers"]
+        parts += ["## Answers", "", "Metric definitions: eval/README.md.", "", answer_table(answers), "",
+                  "## Latency (seconds, questions the model was asked)", "", latency_table(answers), ""]
+        parts += [f"![{chart.stem}]({chart.name})" for chart in charts] + [""]
+        parts += ["## Questions not answered correctly", "", *wrong_answers(answers["rows"]), ""]
+    parts += ["## Retrieval", "", retrieval_table(results), "", "## Manifest", ""]
+    parts += [f"- {key}: `{json.dumps(value, ensure_ascii=False)}`" for key, value in results["manifest"].items()]
+    return "\n".join(parts) + "\n"
+
+
+def wrong_answers(rows: list[dict]) -> list[str]:
+    """One line per question scored not correct: what happened instead."""
+    lines = []
+    for row in rows:
+        outcome = row["outcome"]
+        if outcome["correct"]:
+            continue
+        if not row["answerable"]:
+            what = "answered an unanswerable question"
+        elif not outcome["answered"]:
+            what = f"abstained ({outcome['abstain_reason']})"
+        elif outcome["expected_found"] is False:
+            what = f"expected {row['expected']} not in the answer"
+        else:
+            what = "cited no gold paper"
+        question = row["answer"]["question"].replace("|", "\\|")
+        lines.append(f"- {row['id']} ({row['type']}): {what}. Q: {question}")
+    return lines or ["(none)"]
+
+
+def write_charts(results: dict, out: Path) -> list[Path]:
+    """metrics_by_type.png (answer metrics per question type) and latency.png (distributions)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    answers = results["answers"]
+    types = list(answers["by_type"])
+    figure, axes = pyplot.subplots(figsize=(10, 4.5))
+    width = 0.8 / len(CHART_METRICS)
+    for i, (key, label) in enumerate(CHART_METRICS):
+        values = [answers["by_type"][t][key] or 0.0 for t in types]
+        axes.bar([x + i * width for x in range(len(types))], values, width, label=label)
+    axes.set_xticks([x + width * (len(CHART_METRICS) - 1) / 2 for x in range(len(types))], types)
+    axes.set_ylim(0, 1.05)
+    axes.set_title("Answer metrics per question type")
+    axes.legend(loc="upper right", fontsize=8)
+    by_type = out / "metrics_by_type.png"
+    figure.tight_layout()
+    figure.savefig(by_type, dpi=100)
+    pyplot.close(figure)
+
+    figure, axes = pyplot.subplots(figsize=(8, 4))
+    rows = answers["rows"]
+    series = [[r["first_token_s"] for r in rows if r["first_token_s"] is not None],
+              [r["total_s"] for r in rows if r["first_token_s"] is not None]]
+    axes.hist(series, bins=20, label=["time to first token", "total"])
+    axes.set_xlabel("seconds")
+    axes.set_ylabel("questions")
+    axes.set_title("Answer latency")
+    axes.legend()
+    latency = out / "latency.png"
+    figure.tight_layout()
+    figure.savefig(latency, dpi=100)
+    pyplot.close(figure)
+    return [by_type, latency]
+
+
+def load_run(path: Path) -> dict:
+    """A run's results.json, given the file or its folder."""
+    path = Path(path)
+    file = path / "results.json" if path.is_dir() else path
+    try:
+        results = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise EvalError(f"cannot read eval run {file} ({err}): give a run folder written by `rag eval`") from None
+    if not isinstance(results, dict) or results.get("version") != RESULTS_VERSION:
+        raise EvalError(f"{file} is not a version-{RESULTS_VERSION} eval run: rerun `rag eval` to compare it")
+    return results
+
+
+def diff_runs(a: dict, b: dict) -> str:
+    """Markdown: settings that differ, then metric deltas B - A, then questions whose outcome changed."""
+    parts = ["## What differs between the runs", ""] + (manifest_changes(a["manifest"], b["manifest"]) or
+                                                       ["(nothing but the date)"])
+    if "answers" in a and "answers" in b:
+        parts += ["", "## Answers (B − A)", "", _delta_table(a["answers"], b["answers"],
+                                                              [k for k, _ in ANSWER_COLUMNS] + list(LATENCY_COLUMNS))]
+        parts += ["", "## Questions whose outcome changed", ""] + outcome_changes(a["answers"], b["answers"])
+    for method in [m for m in a["methods"] if m in b["methods"]]:
+        parts += ["", f"## Retrieval: {method} (B − A)", "",
+                  _delta_table(a["methods"][method], b["methods"][method], list(METRICS))]
+    return "\n".join(parts)
+
+
+def manifest_changes(a: dict, b: dict, prefix: str = "") -> list[str]:
+    lines = []
+    for key in sorted(set(a) | set(b)):
+        if key == "created":
+            continue
+        left, right = a.get(key), b.get(key)
+        if isinstance(left, dict) and isinstance(right, dict):
+            lines += manifest_changes(left, right, f"{prefix}{key}.")
+        elif left != right:
+            lines.append(f"- {prefix}{key}: {json.dumps(left)} → {json.dumps(right)}")
+    return lines
+
+
+def outcome_changes(a: dict, b: dict) -> list[str]:
+    before = {r["id"]: r for r in a["rows"]}
+    lines = []
+    for row in b["rows"]:
+        old = before.get(row["id"])
+        if old and old["outcome"]["correct"] != row["outcome"]["correct"]:
+            change = "now correct" if row["outcome"]["correct"] else "no longer correct"
+            lines.append(f"- {row['id']} ({row['type']}): {change}")
+    return lines or ["(none)"]
+
+
+def _delta_table(a: dict, b: dict, metrics: list[str]) -> str:
+    scopes = ["overall"] + [t for t in b["by_type"] if t in a["by_type"]]
+    lines = ["| metric | " + " | ".join(scopes) + " |", "|---|" + "---|" * len(scopes)]
+    for metric in metrics:
+        cells = [_delta(_scope(a, s).get(metric), _scope(b, s).get(metric)) for s in scopes]
+        if any(cell != "—" for cell in cells):
+            lines.append(f"| {metric} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _scope(result: dict, scope: str) -> dict:
+    return result["overall"] if scope == "overall" else result["by_type"][scope]
+
+
+def _delta(old, new) -> str:
+    if old is None or new is None:
+        return "—"
+    return f"{old:.3f} → {new:.3f} ({new - old:+.3f})"
+
+
+def _cell(value, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"

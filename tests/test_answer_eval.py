@@ -1,0 +1,149 @@
+"""Answer evaluation: the metrics on hand-made answers, and whole `rag eval` runs on a quoting fake LLM."""
+
+import json
+
+import pytest
+
+from fakes import QuotingModel
+from rag.answer_eval import alce_scores, contains_all, score_answer, summarise
+from rag.cli import main
+from rag.evaluation import Question
+
+
+def test_alce_recall_and_precision():
+    backs = {("s1", ("a",)), ("s1", ("a", "b")), ("s2", ("a", "b")), ("s2", ("b",))}
+
+    def supports(text, papers):
+        return (text, tuple(papers)) in backs
+
+    # s1: supported by a and b together, but b alone adds nothing -> b is irrelevant.
+    # s2: b alone supports it, a does not but removing a breaks nothing -> a is irrelevant.
+    # s3: cited, supported by nothing; s4: uncited.
+    scores = alce_scores([("s1", ["a", "b"]), ("s2", ["a", "b"]), ("s3", ["a"]), ("s4", [])], supports)
+    assert scores == {"recall": 0.5, "precision": 2 / 5}
+    assert alce_scores([], supports) == {"recall": None, "precision": None}
+
+
+@pytest.mark.parametrize("answer, expected, found", [
+    ("It is 4.2x faster on 5731 statements.", ["4.2×", "5,731"], True),
+    ("Scores reach 28.9\\% on average.", ["28.9%"], True),
+    ("A 72-95 % reduction.", ["72–95%"], True),
+    ("It is 4.2 times faster.", ["4.2×"], False),
+    ("用户满意度提高了17.6%，共有201名评审。", ["201", "17.6%"], True),
+])
+def test_expected_strings_are_matched_after_normalising(answer, expected, found):
+    assert contains_all(answer, expected) is found
+
+
+def record(answer="A [1].", sentences=(("A", [1]),), cited=("p1",), sources=("p1", "p2"), abstained=False):
+    return {"question": "q", "answer": answer, "abstained": abstained,
+            "abstain_reason": "model" if abstained else None,
+            "citations": [{"n": n, "paper_id": p} for n, p in enumerate(cited, start=1)],
+            "sentences": [{"text": t, "citations": c, "supported": True} for t, c in sentences],
+            "sources": [{"paper_id": p} for p in sources], "invalid_citations": [],
+            "timings": {"first_token_s": 1.0, "total_s": 2.0}}
+
+
+class Always:
+    name = "grounding"
+
+    def supports(self, text, papers):
+        return True
+
+
+def score(question, rec):
+    return score_answer(question, rec, [Always()])
+
+
+def test_scoring_one_answer():
+    q = Question("q1", "multi", "?", ("p1", "p3"), True)
+    row = score(q, record("A [1]. B [2].", (("A", [1]), ("B", [2])), cited=("p1", "p2")))
+    outcome = row["outcome"]
+    assert outcome["gold_precision"] == 0.5 and outcome["gold_recall"] == 0.5 and outcome["correct"]
+    assert outcome["valid_citations"] == outcome["citations"] == 2 and outcome["alce_recall_grounding"] == 1.0
+
+
+def test_a_citation_that_maps_to_no_given_source_is_invalid():
+    q = Question("q1", "paraphrase", "?", ("p1",), True)
+    outcome = score(q, record("A [1]. B [2].", (("A", [1]), ("B", [2])), cited=("p1", "p9")))["outcome"]
+    assert (outcome["valid_citations"], outcome["citations"]) == (1, 2)
+
+
+def test_correctness_needs_gold_and_expected_strings():
+    detail = Question("q1", "detail", "?", ("p1",), True, expected=("42%",))
+    assert not score(detail, record("Up to 40% [1]."))["outcome"]["correct"]
+    assert score(detail, record("Up to 42% [1]."))["outcome"]["correct"]
+    assert not score(detail, record("Up to 42% [1].", cited=("p2",)))["outcome"]["correct"]
+    unanswerable = Question("q2", "unanswerable", "?", (), False)
+    assert not score(unanswerable, record())["outcome"]["correct"]
+    assert score(unanswerable, record(abstained=True))["outcome"]["correct"]
+
+
+def test_litqa_accuracy_precision_and_abstention_rates():
+    answerable = Question("a", "paraphrase", "?", ("p1",), True)
+    unanswerable = Question("u", "unanswerable", "?", (), False)
+    rows = [score(answerable, record()),                       # correct answer
+            score(answerable, record(cited=("p2",))),          # wrong answer
+            score(answerable, record(abstained=True)),         # false abstention
+            score(unanswerable, record(abstained=True)),       # correct abstention
+            score(unanswerable, record())]                     # answered the unanswerable
+    summary = summarise(rows)
+    assert summary["accuracy"] == 2 / 5 and summary["precision"] == round(1 / 3, 4)
+    assert summary["false_abstention"] == round(1 / 3, 4) and summary["unanswerable_abstained"] == 0.5
+    assert summary["first_token_p50_s"] == 1.0 and summary["total_p90_s"] == 2.0
+
+
+@pytest.fixture
+def quoting(monkeypatch, real_index_home):
+    import rag.llm
+
+    model = QuotingModel()
+    monkeypatch.setattr(rag.llm, "open_model", lambda settings: model)
+    monkeypatch.setenv("RAG_HOME", str(real_index_home))
+    return model
+
+
+def test_full_eval_run_writes_report_results_and_charts(quoting, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["eval", "--types", "detail,unanswerable", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| overall |" in printed and "Latency" in printed and "| hybrid | overall |" in printed
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["kind"] == "full" and results["manifest"]["llm"] == {"backend": "fake", "model": "quoting"}
+    rows = results["answers"]["rows"]
+    assert len(rows) == results["questions"] == 45 and quoting.calls["answer"] > 0
+    for row in rows:
+        record, outcome = row["answer"], row["outcome"]
+        if outcome["answered"]:   # the quoted sentence of source 1 is cited, valid and grounded
+            assert outcome["cited"] == [record["citations"][0]["paper_id"]]
+            assert outcome["valid_citations"] == outcome["citations"] == 1
+            assert outcome["alce_recall_grounding"] == 1.0
+            assert outcome["gold_recall"] == (float(outcome["cited"][0] in row["gold"]) if row["answerable"] else None)
+    assert results["answers"]["overall"]["citation_validity"] == 1.0
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "## Answers" in report and "![metrics_by_type](metrics_by_type.png)" in report
+    for chart in ("metrics_by_type.png", "latency.png"):
+        assert (out / chart).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_llm_judge_verdicts_are_cached_and_runs_diff(quoting, tmp_path, capsys):
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert main(["eval", "--types", "detail", "--judge", "llm", "--out", str(first)]) == 0
+    asked = quoting.calls["judge"]
+    assert asked > 0
+    assert main(["eval", "--types", "detail", "--judge", "llm", "--compare", "hybrid,dense",
+                 "--out", str(second)]) == 0
+    assert quoting.calls["judge"] == asked, "a rerun must take every verdict from the cache"
+    results = json.loads((second / "results.json").read_text(encoding="utf-8"))
+    assert results["answers"]["overall"]["alce_recall_llm"] == 1.0
+    assert results["answers"]["judge_calls"] == {"grounding": 0, "llm": 0}
+    capsys.readouterr()
+    assert main(["eval", "--diff", str(first), str(second)]) == 0
+    diff = capsys.readouterr().out
+    assert "## Answers (B − A)" in diff and "(+0.000)" in diff and "## Questions whose outcome changed" in diff
+
+
+def test_diff_of_a_folder_that_is_no_run_is_one_line(tmp_path, capsys):
+    assert main(["eval", "--diff", str(tmp_path), str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot read eval run" in err and err.count("\n") == 1
