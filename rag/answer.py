@@ -21,6 +21,7 @@ from rag.llm import BackendError
 from rag.prompts import load_prompt
 from rag.retrieve import Filters, Hit, Retriever
 from rag.settings import Settings
+from rag.translate import question_language
 
 CANNOT_ANSWER = "The provided papers do not answer this question."
 MAX_CITATIONS_PER_SENTENCE = 3
@@ -69,6 +70,7 @@ class Sentence:
     text: str
     citations: list[int]
     supported: bool
+    english: str | None = None     # the checked English sentence, when `text` is its translation
 
     def render(self) -> str:
         return self.text + ("" if not self.citations else " " + "".join(f"[{n}]" for n in self.citations))
@@ -90,13 +92,15 @@ class Answer:
     index: str
     timings: dict = field(default_factory=dict)
     abstain_reason: str | None = None
+    query: str = ""                  # what was searched and answered: the question or its English translation
+    language: str | None = None      # the question's language when it is not English
 
     def to_json(self) -> dict:
         return {"question": self.question, "answer": self.answer, "abstained": self.abstained,
-                "abstain_reason": self.abstain_reason,
+                "abstain_reason": self.abstain_reason, "query": self.query, "language": self.language,
                 "citations": [c.to_json() for c in self.citations],
                 "sentences": [{"text": s.text, "citations": s.citations, "supported": s.supported}
-                              for s in self.sentences],
+                              | ({"english": s.english} if s.english else {}) for s in self.sentences],
                 "sources": [h.to_json() for h in self.sources], "invalid_citations": self.invalid_citations,
                 "backend": self.backend, "model": self.model, "index": self.index,
                 "timings": {k: round(v, 4) if isinstance(v, float) else v for k, v in self.timings.items()}}
@@ -112,6 +116,8 @@ class Answerer:
         self.grounding = GroundingChecker(retriever.embed_model)
         self.system_prompt = load_prompt("answer_system" if settings.answer_format == "json"
                                          else "answer_system_text")
+        if retriever.translator:
+            retriever.translator.use_model(model)
         self.user_prompt = load_prompt("answer_user")
 
     def ask(self, question: str, k: int | None = None, filters: Filters = Filters(),
@@ -123,7 +129,8 @@ class Answerer:
                    "prompt_tokens": 0, "completion_tokens": 0}  # stay so when the model is not asked
         record = Answer(question=found.question, answer=CANNOT_ANSWER, abstained=True, citations=[], sentences=[],
                         sources=found.hits, invalid_citations=[], backend=self.model.backend,
-                        model=self.model.model, index=found.index, timings=timings)
+                        model=self.model.model, index=found.index, timings=timings, query=found.query,
+                        language=question_language(found.question) if found.query != found.question else None)
         if not found.hits or found.hits[0].dense_score < self.settings.min_dense_score:
             record.abstain_reason = "retrieval"
             return self._finish(record, started)
@@ -132,10 +139,10 @@ class Answerer:
             {"role": "system", "content": self.system_prompt.render(
                 cannot_answer=CANNOT_ANSWER, max_sentences=self.settings.max_sentences)},
             {"role": "user", "content": self.user_prompt.render(
-                sources=format_sources(sources), question=found.question)},
+                sources=format_sources(sources), question=found.query)},
         ]
         timings["prompt_tokens"] = sum(count_tokens(m["content"]) for m in messages)
-        checker = CitationChecker(sources, self.grounding, found.question)
+        checker = CitationChecker(sources, self.grounding, found.query)
         try:
             reply = self._generate(messages, checker, started, timings, on_sentence, on_text)
         except BackendError as err:
@@ -177,8 +184,19 @@ class Answerer:
             record.abstained = False
             record.sentences = checker.sentences
             record.citations = checker.citations()
-            record.answer = " ".join(s.render() for s in checker.sentences)
+            if record.language:
+                self._translate_back(record)
+            record.answer = " ".join(s.render() for s in record.sentences)
         return self._finish(record, started)
+
+    def _translate_back(self, record: Answer) -> None:
+        """Checked English sentences -> the question's language, citations kept on their sentences."""
+        started = time.perf_counter()
+        english = [s.text for s in record.sentences]
+        translated = self.retriever.translator.from_english(english, record.language)
+        record.sentences = [Sentence(text, s.citations, s.supported, s.text if text != s.text else None)
+                            for text, s in zip(translated, record.sentences)]
+        record.timings["translate_answer_s"] = time.perf_counter() - started
 
     @staticmethod
     def _finish(record: Answer, started) -> Answer:

@@ -11,11 +11,13 @@ Per answer (definitions in eval/README.md):
   correct / all, precision is correct answers / answers given.
 """
 
+import json
 import re
 import statistics
 import unicodedata
 
 from rag.answer import Answerer
+from rag.errors import UsageError
 from rag.evaluation import QUESTION_TYPES, Question
 from rag.judge import GroundingJudge, LLMJudge
 from rag.retrieve import Retriever
@@ -27,22 +29,64 @@ SUMMARY_METRICS = ("answered", "false_abstention", "unanswerable_abstained", "ac
 
 
 def evaluate_answers(settings: Settings, questions: list[Question], model, judges=("grounding",),
-                     progress=lambda row, done, total: None) -> dict:
-    """Answer every question with `model` and score each answer; metrics overall and per type."""
+                     progress=lambda row, done, total: None, checkpoint: "Checkpoint | None" = None) -> dict:
+    """Answer every question with `model` and score each answer; metrics overall and per type.
+
+    With a checkpoint, each scored row is saved as it is made, and rows saved by an
+    interrupted run with the same settings are taken instead of asking again."""
     rows = []
+    saved = checkpoint.load() if checkpoint else {}
     with Retriever(settings) as retriever:
         answerer = Answerer(settings, retriever, model)
         active = [GroundingJudge(retriever)]
         if "llm" in judges:
             active.append(LLMJudge(model, retriever, settings.cache_dir))
         for question in questions:
-            record = answerer.ask(question.question).to_json()
-            rows.append(score_answer(question, record, active))
-            progress(rows[-1], len(rows), len(questions))
+            row = saved.get(question.id)
+            if row is None:
+                row = score_answer(question, answerer.ask(question.question).to_json(), active)
+                if checkpoint:
+                    checkpoint.save(row)
+            rows.append(row)
+            progress(row, len(rows), len(questions))
         asked = {j.name: getattr(j, "asked", 0) for j in active}
     return {"overall": summarise(rows), "by_type": {t: summarise([r for r in rows if r["type"] == t])
                                                     for t in QUESTION_TYPES if any(r["type"] == t for r in rows)},
             "judges": [j.name for j in active], "judge_calls": asked, "rows": rows}
+
+
+class Checkpoint:
+    """Scored rows of one run, one JSON line each, after a first line naming what they depend on."""
+
+    def __init__(self, path, key: str):
+        self.path = path
+        self.key = key
+
+    def load(self) -> dict[str, dict]:
+        """Rows saved by an earlier run with the same key; an error if the key differs."""
+        if not self.path.is_file():
+            return {}
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        if not lines or json.loads(lines[0]).get("key") != self.key:
+            raise UsageError(f"{self.path} was written with other settings, code or questions: "
+                             "resume into a new --out folder, or delete that file")
+        rows = {}
+        for line in lines[1:]:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # the last line of a run that was killed mid-write
+            rows[row["id"]] = row
+        return rows
+
+    def start(self) -> None:
+        """Begin a new checkpoint file, dropping any older one."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps({"key": self.key}) + "\n", encoding="utf-8")
+
+    def save(self, row: dict) -> None:
+        with self.path.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def score_answer(question: Question, record: dict, judges) -> dict:

@@ -76,13 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
                               "(recall@1/5/10, MRR, nDCG@10), citations, grounding, correctness, abstention "
                               "and latency per question type; writes results.json, report.md and charts.")
     evaluate.add_argument("--retrieval-only", action="store_true", help="retrieval metrics only (fast, no LLM)")
-    evaluate.add_argument("--compare", default="hybrid", help="comma-separated retrieval methods: hybrid, dense, bm25")
+    evaluate.add_argument("--compare", default="hybrid", help="comma-separated retrieval methods: hybrid, rrf, dense, bm25")
     evaluate.add_argument("--questions", type=Path, help="questions file (default eval/questions.jsonl)")
     evaluate.add_argument("--types", help="only these question types, comma-separated (e.g. detail,author)")
     evaluate.add_argument("--judge", choices=["grounding", "llm"], action="append",
                           help="also judge citations with the LLM (`--judge llm`, cached); the "
                           "deterministic grounding judge always runs")
     evaluate.add_argument("--out", type=Path, help="run folder (default eval/results/<timestamp>)")
+    evaluate.add_argument("--resume", action="store_true", help="continue an interrupted run in --out DIR: "
+                          "answers it saved (answers.jsonl) with the same settings are not asked again")
     evaluate.add_argument("--thresholds", type=Path, help="fail (exit 1) below the floors in this JSON file")
     evaluate.add_argument("--diff", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"),
                           help="print metric deltas between two run folders and exit")
@@ -232,6 +234,8 @@ def print_answer(answerer, question: str, k, filters) -> None:
                                           if answer.abstain_reason == "unsupported" else ""))
         lines += ["", "Nearest papers:"] + [_paper_line(h.rank, h.paper, h.score) for h in answer.sources]
     else:
+        if answer.language:
+            lines += ["", f"In {answer.language}:", answer.answer]
         lines += ["", "References:"] + [_paper_line(c.n, c.paper, c.score) for c in answer.citations]
     t = answer.timings
     first = f"first token {t['first_token_s']:.1f} s, " if t["first_token_s"] is not None else ""
@@ -259,7 +263,8 @@ def format_result(result) -> str:
     """A search result as a readable table, best chunk under each paper."""
     width = min(shutil.get_terminal_size((100, 24)).columns, 120)
     filters = "".join(f", {name} {value!r}" for name, value in result.filters.as_dict().items())
-    lines = [f'Top {len(result.hits)} papers for "{result.question}"{filters}  '
+    searched = f' (searched as "{result.query}")' if result.query != result.question else ""
+    lines = [f'Top {len(result.hits)} papers for "{result.question}"{searched}{filters}  '
              f'({1000 * sum(result.timings.values()):.0f} ms)', ""]
     if not result.hits:
         return "\n".join(lines + ["No paper matches."])
@@ -275,27 +280,31 @@ def format_result(result) -> str:
 
 def run_eval(args) -> int:
     from rag import eval_report, evaluation
+    from rag.settings import RETRIEVAL_METHODS
 
     if args.diff:
         print(eval_report.diff_runs(*(eval_report.load_run(path) for path in args.diff)))
         return 0
     methods = _list_option(args.compare)
-    unknown = [m for m in methods if m not in ("hybrid", "dense", "bm25")]
+    unknown = [m for m in methods if m not in RETRIEVAL_METHODS]
     if unknown or not methods:
         raise UsageError(f"unknown retrieval method {unknown[0] if unknown else args.compare!r}: "
-                         "use hybrid, dense or bm25")
+                         f"use {', '.join(RETRIEVAL_METHODS)}")
+    if args.resume and not args.out:
+        raise UsageError("--resume needs --out DIR: the folder of the run to continue")
     settings = _settings(args, backend=args.backend, model=args.model, base_url=args.base_url,
                          timeout_s=args.timeout)
+    stamp = time.strftime("%Y%m%d-%H%M%S") + ("-retrieval" if args.retrieval_only else "")
+    out = args.out or evaluation.default_questions().parent / "results" / stamp
     progress = EvalProgress()
     started = time.perf_counter()
     try:
         results = evaluation.evaluate(settings, methods, args.questions, types=_list_option(args.types),
                                       answers=not args.retrieval_only, judges=args.judge or ["grounding"],
-                                      progress=progress.retrieval, answer_progress=progress.answer)
+                                      progress=progress.retrieval, answer_progress=progress.answer,
+                                      out=out, resume=args.resume)
     finally:
         progress.close()
-    stamp = time.strftime("%Y%m%d-%H%M%S") + ("-retrieval" if args.retrieval_only else "")
-    out = args.out or evaluation.default_questions().parent / "results" / stamp
     written = eval_report.write_run(results, out)
     print(eval_report.summary(results))
     print(f"\nWrote {', '.join(path.name for path in written)} to {out} in {time.perf_counter() - started:.0f} s")
@@ -321,6 +330,8 @@ class EvalProgress:
         outcome = row["outcome"]
         self.tally["answered" if outcome["answered"] else "abstained"] += 1
         self.tally["correct"] += outcome["correct"]
+        if "answers" not in self.bars:
+            self.close()  # retrieval is done: its bars stop counting time
         bar = self._bar("answers", total)
         bar.set_postfix(self.tally | {"last": f"{row['total_s']:.1f}s"}, refresh=False)
         bar.update(1)

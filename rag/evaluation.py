@@ -133,10 +133,12 @@ def evaluate_method(settings: Settings, method: str, questions: list[Question], 
 
 def evaluate(settings: Settings, methods: list[str], questions_path: Path | None = None, types=None,
              answers: bool = False, judges=("grounding",), progress=None,
-             answer_progress=lambda row, done, total: None) -> dict:
+             answer_progress=lambda row, done, total: None, out: Path | None = None, resume: bool = False) -> dict:
     """Every retrieval method over the same questions and, with `answers`, every answer scored.
 
-    The result carries a manifest of what was measured, so two runs can be compared."""
+    The result carries a manifest of what was measured, so two runs can be compared.
+    With `out`, answers are checkpointed to out/answers.jsonl as they are scored; `resume`
+    reuses the rows there from an interrupted run with the same settings."""
     path = Path(questions_path or default_questions())
     check_types(types or [])
     with Retriever(settings) as retriever:
@@ -148,11 +150,18 @@ def evaluate(settings: Settings, methods: list[str], questions_path: Path | None
                "methods": {method: evaluate_method(settings, method, questions, progress) for method in methods}}
     if answers:
         from rag import llm
-        from rag.answer_eval import describe_model, evaluate_answers
+        from rag.answer_eval import Checkpoint, describe_model, evaluate_answers
 
         model = llm.open_model(settings)
         results["manifest"]["llm"] = describe_model(model)
-        results["answers"] = evaluate_answers(settings, questions, model, judges, answer_progress)
+        checkpoint = None
+        if out is not None:
+            depends_on = {k: v for k, v in results["manifest"].items() if k != "created"} | {"judges": sorted(judges)}
+            checkpoint = Checkpoint(Path(out) / "answers.jsonl", hashlib.sha256(
+                json.dumps(depends_on, sort_keys=True).encode()).hexdigest())
+            if not (resume and checkpoint.path.is_file()):
+                checkpoint.start()
+        results["answers"] = evaluate_answers(settings, questions, model, judges, answer_progress, checkpoint)
     return results
 
 

@@ -7,11 +7,11 @@ backend at temperature 0 and keeps every verdict on disk, keyed by a hash of the
 the judge prompts, the claim and the sources, so a rerun asks nothing it asked before.
 """
 
-import hashlib
 import json
 import re
 from pathlib import Path
 
+from rag.disk_cache import DiskCache, content_key
 from rag.grounding import GroundingChecker
 from rag.prompts import load_prompt, prompt_hashes
 
@@ -49,7 +49,7 @@ class LLMJudge:
         self.retriever = retriever
         self.system = load_prompt("judge_system")
         self.user = load_prompt("judge_user")
-        self.cache = VerdictCache(Path(cache_dir) / "judge" / "verdicts.jsonl")
+        self.cache = DiskCache(Path(cache_dir) / "judge" / "verdicts.jsonl")
         hashes = prompt_hashes()
         self._identity = [model.backend, model.model, hashes["judge_system"], hashes["judge_user"]]
         self.asked = 0
@@ -77,31 +77,3 @@ def parse_verdict(reply: str) -> bool:
         return json.loads(reply).get("supported") is True
     except (json.JSONDecodeError, AttributeError):
         return bool(re.search(r'"?supported"?\s*:\s*true', reply, re.IGNORECASE))
-
-
-def content_key(parts: list[str]) -> str:
-    return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode("utf-8")).hexdigest()
-
-
-class VerdictCache:
-    """Verdicts by key, appended one JSON line each so an interrupted run keeps what it judged."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self._verdicts: dict[str, bool] = {}
-        if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    row = json.loads(line)
-                    self._verdicts[row["key"]] = bool(row["supported"])
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    continue  # a line cut by an interrupted write: that verdict is asked again
-
-    def get(self, key: str) -> bool | None:
-        return self._verdicts.get(key)
-
-    def put(self, key: str, supported: bool) -> None:
-        self._verdicts[key] = supported
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps({"key": key, "supported": supported}) + "\n")

@@ -1,13 +1,14 @@
 """Keyword (BM25) scores of papers for a question, with llama-index's BM25 retriever.
 
-Covers what the embedding model misses: rare technical terms such as 'grokking'.
-Scores whole papers (cleaned abstract text, English stemming and stopwords); it
-neither embeds nor fuses: retrieve.py combines these scores with dense ones.
+Covers what the embedding model misses: rare technical terms such as 'grokking', author
+names and category words. Scores whole papers (cleaned abstract text, authors and
+category, accent-folded, English stemming and stopwords); it neither embeds nor fuses:
+retrieve.py combines these scores with dense ones.
 """
 
 import logging
 
-from rag.corpus import Paper
+from rag.corpus import Paper, fold
 
 
 class KeywordIndex:
@@ -18,7 +19,7 @@ class KeywordIndex:
         from llama_index.retrievers.bm25 import BM25Retriever
 
         logging.getLogger("bm25s").setLevel(logging.ERROR)
-        nodes = [TextNode(id_=p.paper_id, text=p.text) for p in papers]
+        nodes = [TextNode(id_=p.paper_id, text=searchable_text(p)) for p in papers]
         self._retriever = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=len(nodes),
                                                       language="en") if nodes else None
 
@@ -27,5 +28,10 @@ class KeywordIndex:
         if self._retriever is None:
             return {}
         self._retriever.similarity_top_k = min(top_n, len(self._retriever.corpus))
-        found = self._retriever.retrieve(question)
+        found = self._retriever.retrieve(fold(question))
         return {hit.node.node_id: hit.score for hit in found if hit.score > 0}
+
+
+def searchable_text(paper: Paper) -> str:
+    """What BM25 indexes of a paper: abstract, authors and category, accent-folded."""
+    return fold("\n".join([paper.text, ", ".join(paper.authors), paper.category or ""]))

@@ -20,6 +20,8 @@ EXPECTED_VARIABLES = {
     "answer_user": {"sources", "question"},
     "judge_system": set(),
     "judge_user": {"sources", "claim"},
+    "translate_question": {"question"},
+    "translate_answer": {"count", "language", "sentences"},
 }
 _VARIABLE = re.compile(r"\{([a-z_]+)\}")
 

@@ -2,7 +2,8 @@
 
 A paper's dense score is the cosine similarity of its best-matching chunk; a
 keyword (BM25) score, scaled to the question's best match, is added with a weight
-from Settings. Filters by
+from Settings, and so are boosts for papers whose authors or category the question
+names (mentions.py). Each paper appears once, so one paper cannot fill the top k. Filters by
 category (a full `Area · Subarea` or just the area) and by author name (any author
 position, case- and accent-insensitive) are resolved against the stored papers and
 applied to both parts. This module does not generate answers.
@@ -17,11 +18,13 @@ from rag.errors import UsageError
 from rag.embedding import load_embed_model
 from rag.index import ingest, paper_from_metadata, stored_papers
 from rag.keyword import KeywordIndex
+from rag.mentions import MentionIndex
 from rag.settings import Settings
 from rag.store import open_store
+from rag.translate import Translator, question_language, safe_to_english
 
 MIN_CHUNKS_FETCHED = 20
-RETRIEVAL_WEIGHTS = {"hybrid": (1.0, 1.0), "dense": (1.0, 0.0), "bm25": (0.0, 1.0)}  # (dense, keyword)
+RRF_K = 60   # reciprocal-rank fusion: 1 / (RRF_K + rank)
 
 
 @dataclass(frozen=True)
@@ -65,9 +68,10 @@ class SearchResult:
     hits: list[Hit]
     timings: dict = field(default_factory=dict)
     query_embedding: list[float] = field(default_factory=list, repr=False)
+    query: str = ""                  # what was searched: the question, or its English translation
 
     def to_json(self) -> dict:
-        return {"question": self.question, "k": self.k, "filters": self.filters.as_dict(),
+        return {"question": self.question, "query": self.query, "k": self.k, "filters": self.filters.as_dict(),
                 "index": self.index, "results": [h.to_json() for h in self.hits],
                 "timings": {k: round(v, 4) for k, v in self.timings.items()}}
 
@@ -83,8 +87,10 @@ def check_question(question: str) -> str:
 class Retriever:
     """Searches one index; opens it (ingesting the corpus if it is empty) when created."""
 
-    def __init__(self, settings: Settings, notify=lambda message: None):
+    def __init__(self, settings: Settings, notify=lambda message: None, translator=None):
         self.settings = settings
+        self.notify = notify
+        self.translator = translator or (Translator(settings) if settings.translate == "auto" else None)
         self.store = open_store(settings)
         self.collection = self.store.collection(create=False)
         if self.collection is None or self.collection.count() == 0:
@@ -94,6 +100,7 @@ class Retriever:
         self.papers = stored_papers(self.collection)
         self._papers_by_id = {p.paper_id: p for p in self.papers}
         self.keyword_index = KeywordIndex(self.papers)
+        self.mention_index = MentionIndex(self.papers)
         self.embed_model = load_embed_model(settings.embed_model, settings.embed_batch_size)
 
     def close(self) -> None:
@@ -117,30 +124,66 @@ class Retriever:
             raise UsageError(f"k must be at least 1, got {k}")
         allowed = self._allowed_papers(filters)
         started = time.perf_counter()
-        query = self.embed_model.get_query_embedding(question)
+        text = self.english(question)
+        translated = time.perf_counter()
+        query = self.embed_model.get_query_embedding(text)
         embedded = time.perf_counter()
-        hits = self._rank(question, query, k, allowed) if allowed != set() else []
-        timings = {"embed_s": embedded - started, "search_s": time.perf_counter() - embedded}
-        return SearchResult(question, k, filters, self.store.name, hits, timings, query)
+        hits = self._rank(text, query, k, allowed) if allowed != set() else []
+        timings = {"embed_s": embedded - translated, "search_s": time.perf_counter() - embedded}
+        if text != question:
+            timings["translate_s"] = translated - started
+        return SearchResult(question, k, filters, self.store.name, hits, timings, query, text)
+
+    def english(self, question: str) -> str:
+        """What to search for: the question, translated into English when it is in another script."""
+        if self.translator is None or question_language(question) is None:
+            return question
+        return safe_to_english(self.translator, question, self.notify)
 
     def _rank(self, question: str, query: list[float], k: int, allowed: set[str] | None) -> list[Hit]:
-        """Fuse dense and keyword scores: cosine + weight * (BM25 / best BM25 of this question).
-
-        settings.retrieval 'dense' or 'bm25' keeps one side only (for comparisons)."""
-        dense_weight, keyword_weight = RETRIEVAL_WEIGHTS[self.settings.retrieval]
-        keyword_weight *= self.settings.keyword_weight if self.settings.retrieval == "hybrid" else 1.0
+        """Fuse dense, keyword and mention scores (see _fuse); 'dense' and 'bm25' keep one part only."""
+        method = self.settings.retrieval
         where = None if allowed is None else {"paper_id": {"$in": sorted(allowed)}}
-        dense = self._dense(query, k, where) if dense_weight else {}
-        keyword = self._keyword(question, k, allowed) if keyword_weight else {}
-        missing = [pid for pid in keyword if pid not in dense]
+        dense = self._dense(query, k, where) if method != "bm25" else {}
+        keyword = self._keyword(question, k, allowed) if method != "dense" else {}
+        mentioned = self._mentioned(question, allowed) if method in ("hybrid", "rrf") else {}
+        missing = [pid for pid in dict.fromkeys(list(keyword) + list(mentioned)) if pid not in dense]
         if missing:
             dense.update(self._dense(query, len(missing), {"paper_id": {"$in": missing}}))
-        fused = {pid: (dense_weight * score + keyword_weight * keyword.get(pid, 0.0), score,
-                       keyword.get(pid, 0.0), meta, text)
-                 for pid, (score, meta, text) in dense.items() if dense_weight or pid in keyword}
-        ranked = sorted(fused.values(), key=lambda item: -item[0])[:k]
-        return [Hit(rank, paper_from_metadata(meta), score, text, dense_score, keyword_score)
-                for rank, (score, dense_score, keyword_score, meta, text) in enumerate(ranked, start=1)]
+        scores = self._fuse(method, dense, keyword, mentioned)
+        ranked = sorted(scores, key=lambda pid: -scores[pid])[:k]
+        return [Hit(rank, paper_from_metadata(dense[pid][1]), scores[pid], dense[pid][2], dense[pid][0],
+                    keyword.get(pid, 0.0)) for rank, pid in enumerate(ranked, start=1)]
+
+    def _fuse(self, method: str, dense: dict, keyword: dict[str, float], mentioned: dict[str, float]) -> dict:
+        """paper_id -> fused score.
+
+        hybrid: cosine + keyword_weight * (BM25 / best BM25) + mention boost;
+        rrf: 1/(RRF_K + dense rank) + keyword_weight/(RRF_K + keyword rank) + the mention boost
+        in units of "first in both lists"; dense, bm25: that score alone."""
+        if method == "dense":
+            return {pid: item[0] for pid, item in dense.items()}
+        if method == "bm25":
+            return {pid: s for pid, s in keyword.items() if pid in dense}
+        weight = self.settings.keyword_weight
+        if method == "hybrid":
+            return {pid: item[0] + weight * keyword.get(pid, 0.0) + mentioned.get(pid, 0.0)
+                    for pid, item in dense.items()}
+        dense_rank = _ranks({pid: item[0] for pid, item in dense.items()})
+        keyword_rank = _ranks(keyword)
+        unit = (1 + weight) / (RRF_K + 1)
+        return {pid: 1 / (RRF_K + dense_rank[pid]) + weight / (RRF_K + keyword_rank.get(pid, len(dense) + 1))
+                + unit * mentioned.get(pid, 0.0) for pid in dense}
+
+    def _mentioned(self, question: str, allowed: set[str] | None) -> dict[str, float]:
+        """Boosts of the papers whose authors or category the question names."""
+        mentions = self.mention_index.find(question)
+        boosts: dict[str, float] = {}
+        for pid in mentions.authors:
+            boosts[pid] = self.settings.author_weight
+        for pid in mentions.categories:
+            boosts[pid] = boosts.get(pid, 0.0) + self.settings.category_weight
+        return {pid: b for pid, b in boosts.items() if b > 0 and (allowed is None or pid in allowed)}
 
     def _dense(self, query: list[float], k: int, where: dict | None) -> dict[str, tuple[float, dict, str]]:
         """Best chunk per paper for at least k papers (fewer if the index has fewer)."""
@@ -217,6 +260,10 @@ def author_matches(query: str, authors) -> bool:
         if all(any(h == w or (len(w) == 1 and h.startswith(w)) for h in have) for w in wanted):
             return True
     return False
+
+
+def _ranks(scores: dict[str, float]) -> dict[str, int]:
+    return {pid: rank for rank, pid in enumerate(sorted(scores, key=lambda p: -scores[p]), start=1)}
 
 
 def _best_chunk_per_paper(found: dict) -> dict[str, tuple[float, dict, str]]:

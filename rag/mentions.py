@@ -1,0 +1,74 @@
+"""Authors and categories that a question names, matched against the stored papers.
+
+Abstracts carry no author names, so neither the embedding nor BM25 over abstracts can
+find "the paper by Cédric Colas". An author counts as named when the question holds
+their first and last name in order (a middle name or initial may stand between or be
+left out), or their surname followed by "et al.", compared accent- and case-insensitively.
+A category counts as named when the question holds its full `Area · Subarea` label as
+`rag papers` prints it (the separator may be written as "·", ":", "/" or "-").
+"""
+
+import re
+from dataclasses import dataclass
+
+from rag.corpus import CATEGORY_SEPARATOR, Paper, fold, name_tokens
+
+MAX_TOKENS_BETWEEN_NAMES = 1   # "Stuart J Russell" is named by "Stuart Russell" and "Stuart J. Russell"
+
+
+@dataclass(frozen=True)
+class Mentions:
+    """Papers whose author or category the question names, and what matched."""
+
+    authors: dict[str, list[str]]      # paper_id -> the author names found
+    categories: dict[str, str]         # paper_id -> the category found
+
+    def __bool__(self) -> bool:
+        return bool(self.authors or self.categories)
+
+
+class MentionIndex:
+    """Author names and category labels of a set of papers, ready to be found in questions."""
+
+    def __init__(self, papers: list[Paper]):
+        self._names: dict[tuple[str, ...], set[tuple[str, str]]] = {}
+        for paper in papers:
+            for author in paper.authors:
+                tokens = tuple(name_tokens(author))
+                if len(tokens) >= 2:
+                    self._names.setdefault(tokens, set()).add((paper.paper_id, author))
+        self._categories: dict[str, list[tuple[str, str]]] = {}
+        for paper in papers:
+            if paper.category:
+                key = category_key(paper.category)
+                self._categories.setdefault(key, []).append((paper.paper_id, paper.category))
+
+    def find(self, question: str) -> Mentions:
+        tokens = name_tokens(question)
+        authors: dict[str, list[str]] = {}
+        for name, owners in self._names.items():
+            if names_author(tokens, name):
+                for paper_id, author in owners:
+                    authors.setdefault(paper_id, []).append(author)
+        padded = f" {category_key(question)} "
+        categories = {paper_id: category for key, owners in self._categories.items() if f" {key} " in padded
+                      for paper_id, category in owners}
+        return Mentions(authors, categories)
+
+
+def names_author(question_tokens: list[str], name: tuple[str, ...]) -> bool:
+    """Does the question name this author: first ... last, or 'last et al'?"""
+    first, last = name[0], name[-1]
+    for i, token in enumerate(question_tokens):
+        if token != last:
+            continue
+        before = question_tokens[max(0, i - 1 - MAX_TOKENS_BETWEEN_NAMES):i]
+        if first in before or question_tokens[i + 1:i + 3] == ["et", "al"]:
+            return True
+    return False
+
+
+def category_key(text: str) -> str:
+    """'Deep Learning · Theory' -> 'deep learning theory': folded words, separators and '&' unified."""
+    text = fold(text).replace(fold(CATEGORY_SEPARATOR), " ").replace("&", " and ")
+    return " ".join(re.findall(r"\w+", text))

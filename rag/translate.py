@@ -1,0 +1,111 @@
+"""Questions in other scripts are searched and answered in English, and answered back in their language.
+
+The embedding model and BM25 know English; the LLM knows many languages. So a question
+written mostly in Chinese, Japanese, Korean, Cyrillic, Greek or Arabic script is
+translated into English with the configured LLM before retrieval, the answer is
+generated and checked in English against the English abstracts, and its checked
+sentences are translated back (citations stay on their sentences). Translations are
+cached on disk by question, model and prompt, so a repeated question costs nothing.
+"""
+
+import json
+import re
+
+from rag.disk_cache import DiskCache, content_key
+from rag.errors import RagError
+from rag.prompts import load_prompt, prompt_hashes
+
+SCRIPTS = (("Japanese", r"[\u3040-\u30ff]"), ("Korean", r"[\uac00-\ud7af]"),
+           ("Chinese", r"[\u3400-\u4dbf\u4e00-\u9fff]"), ("Russian", r"[\u0400-\u04ff]"),
+           ("Greek", r"[\u0370-\u03ff]"), ("Arabic", r"[\u0600-\u06ff]"))
+MIN_SCRIPT_SHARE = 0.3     # of the question's letters
+QUESTION_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["english"],
+                   "properties": {"english": {"type": "string"}}}
+MAX_TOKENS = 256
+
+
+def question_language(text: str) -> str | None:
+    """The language to answer in when the question is not in a Latin script, else None."""
+    letters = sum(ch.isalpha() for ch in text)
+    for language, pattern in SCRIPTS:
+        found = len(re.findall(pattern, text))
+        if language == "Japanese" and found:
+            return language   # kana appear only in Japanese, even among Han characters
+        if letters and found / letters >= MIN_SCRIPT_SHARE:
+            return language
+    return None
+
+
+class Translator:
+    """Translates with the configured LLM, opened only when a translation is not cached."""
+
+    def __init__(self, settings, model=None):
+        self.settings = settings
+        self._model = model
+        self.cache = DiskCache(settings.cache_dir / "translations.jsonl")
+        hashes = prompt_hashes()
+        self._identity = [settings.backend, settings.model or "", hashes["translate_question"],
+                          hashes["translate_answer"]]
+
+    def use_model(self, model) -> None:
+        """Translate with this already open model rather than opening one."""
+        if self._model is None:
+            self._model = model
+
+    @property
+    def model(self):
+        if self._model is None:
+            from rag import llm
+
+            self._model = llm.open_model(self.settings)
+        return self._model
+
+    def to_english(self, question: str) -> str:
+        """The question in English; the question itself when the LLM gives nothing usable."""
+        key = content_key(self._identity + ["question", question])
+        cached = self.cache.get(key)
+        if cached is not None:
+            return cached
+        prompt = load_prompt("translate_question").render(question=question)
+        english = str(self._ask(prompt, QUESTION_SCHEMA).get("english") or "").strip()
+        if not english or question_language(english):
+            return question
+        self.cache.put(key, english)
+        return english
+
+    def from_english(self, sentences: list[str], language: str) -> list[str]:
+        """The sentences in `language`, one for one; the English ones when the count does not match."""
+        if not sentences:
+            return []
+        key = content_key(self._identity + ["answer", language] + sentences)
+        cached = self.cache.get(key)
+        if cached is not None:
+            return cached
+        schema = {"type": "object", "additionalProperties": False, "required": ["sentences"],
+                  "properties": {"sentences": {"type": "array", "items": {"type": "string"},
+                                               "minItems": len(sentences), "maxItems": len(sentences)}}}
+        numbered = "\n".join(f"{n}. {s}" for n, s in enumerate(sentences, start=1))
+        prompt = load_prompt("translate_answer").render(count=len(sentences), language=language,
+                                                        sentences=numbered)
+        translated = [str(s).strip() for s in self._ask(prompt, schema, MAX_TOKENS * 2).get("sentences") or []]
+        if len(translated) != len(sentences) or not all(translated):
+            return sentences
+        self.cache.put(key, translated)
+        return translated
+
+    def _ask(self, prompt: str, schema: dict, max_tokens: int = MAX_TOKENS) -> dict:
+        reply = "".join(self.model.stream([{"role": "user", "content": prompt}], schema, max_tokens))
+        try:
+            value = json.loads(reply)
+        except json.JSONDecodeError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+
+def safe_to_english(translator: Translator, question: str, notify=lambda message: None) -> str:
+    """to_english, falling back to the question itself when the backend fails."""
+    try:
+        return translator.to_english(question)
+    except RagError as err:
+        notify(f"rag: warning: could not translate the question ({err}); searching it as written")
+        return question

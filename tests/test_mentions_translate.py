@@ -1,0 +1,108 @@
+"""Named authors and categories in questions; questions in other scripts translated for search and back."""
+
+import pytest
+
+from conftest import SMALL_PAPERS
+from fakes import ScriptedModel, reply
+from rag.corpus import load_corpus
+from rag.mentions import MentionIndex, category_key
+from rag.translate import Translator, question_language
+
+
+@pytest.fixture
+def papers(small_corpus):
+    return list(load_corpus([small_corpus]).papers)
+
+
+def ids_of(papers, index):
+    return papers[index].paper_id
+
+
+@pytest.mark.parametrize("question, expected", [
+    ("What did Cedric Colas find about advice?", {2}),          # accents optional
+    ("what did cédric colas and colleagues show", {2}),
+    ("Which paper by Colas et al. studies exploration?", {2}),   # surname et al.
+    ("What did Grace M. Hopper build?", {1}),                    # a middle initial between the names
+    ("Is there a paper by Ada Lovelace or Alan Turing?", {0, 2}),
+    ("What did Colas say?", set()),                              # a bare surname is not enough
+    ("How does colas advice help agents?", set()),
+])
+def test_named_authors(papers, question, expected):
+    found = MentionIndex(papers).find(question)
+    assert set(found.authors) == {ids_of(papers, i) for i in expected}
+
+
+@pytest.mark.parametrize("question, expected", [
+    ("Which Deep Learning · Theory papers study grokking?", {0}),
+    ("which deep learning: theory papers study grokking?", {0}),
+    ("Which Reinforcement Learning / Deep RL papers use advice?", {2}),
+    ("Which papers on deep learning study grokking?", set()),
+])
+def test_named_categories(papers, question, expected):
+    found = MentionIndex(papers).find(question)
+    assert set(found.categories) == {ids_of(papers, i) for i in expected}
+
+
+def test_category_key():
+    assert category_key("Computer Vision · Vision Models & Multimodal") == "computer vision vision models and multimodal"
+
+
+@pytest.mark.parametrize("text, language", [
+    ("哪些论文研究了删除大语言模型中的整层网络？", "Chinese"),
+    ("MLHCA 最多把效率损失降低了多少倍？", "Chinese"),
+    ("どの論文が GPT-4o を評価していますか", "Japanese"),
+    ("Какие статьи изучают гроккинг?", "Russian"),
+    ("Which papers study grokking?", None),
+    ("What does the 论文 say about GFPO and reasoning length in long answers?", None),
+])
+def test_question_language(text, language):
+    assert question_language(text) == language
+
+
+def test_translation_is_cached_and_falls_back(tmp_path):
+    from rag.settings import Settings
+
+    settings = Settings(home=tmp_path, cache_dir=tmp_path / "cache")
+    model = ScriptedModel({"english": "Which papers study grokking?"}, {"english": ""})
+    translator = Translator(settings, model)
+    assert translator.to_english("哪些论文研究顿悟现象？") == "Which papers study grokking?"
+    assert Translator(settings, ScriptedModel()).to_english("哪些论文研究顿悟现象？") == \
+        "Which papers study grokking?", "a second translator must read the cache, not the model"
+    assert translator.to_english("另一个问题？") == "另一个问题？", "an empty translation keeps the question"
+    model.enqueue({"sentences": ["一。", "二。"]})
+    assert translator.from_english(["One.", "Two."], "Chinese") == ["一。", "二。"]
+    model.enqueue({"sentences": ["只有一句。"]})
+    assert translator.from_english(["One.", "Three."], "Chinese") == ["One.", "Three."]
+
+
+def test_search_translates_and_names_authors(real_settings, monkeypatch):
+    import rag.llm
+    from rag.retrieve import Retriever
+
+    model = ScriptedModel({"english": "Which papers study grokking in transformers?"})
+    monkeypatch.setattr(rag.llm, "open_model", lambda settings: model)
+    with Retriever(real_settings) as retriever:
+        result = retriever.search("哪些论文研究了 Transformer 中的顿悟（grokking）现象？")
+        assert result.query == "Which papers study grokking in transformers?" and "translate_s" in result.timings
+        assert result.question in model.history[0][0]["content"]
+        by_name = retriever.search("What did Cedric Colas and co-authors study?")
+    colas = [p for p in retriever.papers if any("Colas" in a for a in p.authors)]
+    assert colas and by_name.hits[0].paper.paper_id in {p.paper_id for p in colas}
+
+
+def test_answer_in_the_question_language(real_settings, monkeypatch):
+    import rag.llm
+    from rag.answer import Answerer
+    from rag.retrieve import Retriever
+
+    sentence = "GFPO curbs length explosion by filtering sampled responses by length and token efficiency."
+    model = ScriptedModel({"english": "What methods reduce reasoning length?"}, reply((sentence, [1])),
+                          {"sentences": ["GFPO 通过按长度和词元效率筛选采样的回答来抑制长度膨胀。"]})
+    monkeypatch.setattr(rag.llm, "open_model", lambda settings: model)
+    with Retriever(real_settings) as retriever:
+        answer = Answerer(real_settings, retriever, model).ask("哪些方法可以缩短推理长度？")
+    data = answer.to_json()
+    assert data["language"] == "Chinese" and data["query"] == "What methods reduce reasoning length?"
+    assert not data["abstained"] and data["answer"].startswith("GFPO 通过") and data["answer"].endswith("[1]")
+    assert data["sentences"][0]["english"] == sentence and data["sentences"][0]["supported"]
+    assert "What methods reduce reasoning length?" in model.history[1][-1]["content"]
