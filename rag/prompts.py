@@ -18,6 +18,8 @@ EXPECTED_VARIABLES = {
     "answer_system": {"cannot_answer", "max_sentences"},
     "answer_system_text": {"cannot_answer", "max_sentences"},
     "answer_user": {"sources", "question"},
+    "condense_system": set(),
+    "condense_question": {"history", "question"},
 }
 _VARIABLE = re.compile(r"\{([a-z_]+)\}")
 
