@@ -254,3 +254,34 @@ def test_five_simultaneous_users_all_get_answers_one_generation_at_a_time(real_s
         app.close()
     assert [a["citations"][0]["label"] for a in answers] == ["Shrivastava et al."] * 5
     assert len(model.history) == 5 and model.most_active == 1
+
+
+# --- what the page shows while it loads, and when it cannot answer ----------------------------
+
+def test_first_question_on_an_empty_index_says_the_index_is_being_built(small_corpus, fake_model):
+    from rag.retrieve import Filters
+    from rag.settings import Settings
+    from ui.backend import BUILDING_INDEX, LOADING, Backend
+
+    fake_model.enqueue(reply(("Weight decay controls the delay before test accuracy jumps.", [1])))
+    backend = Backend(Settings.from_env(corpus=small_corpus))
+    try:
+        events = list(backend.stream("what controls the grokking delay?", [], None, Filters()))
+    finally:
+        backend.close()
+    assert events[:2] == [("status", LOADING), ("status", BUILDING_INDEX)]
+    assert events[-1][0] == "done" and events[-1][1].answer.citations[0].paper.label == "Lovelace and Babbage"
+    assert [e[0] for e in events[2:-1]] == ["text"] * (len(events) - 4) + ["sentence"]
+
+
+def test_abstention_is_said_plainly_with_its_reason():
+    from rag.answer import CANNOT_ANSWER, Answer
+    from rag.conversation import ChatReply
+    from ui.render import render_reply
+
+    draft = Answer(question="q", answer=CANNOT_ANSWER, abstained=True, citations=[], invalid_citations=[],
+                   sentences=[Sentence("The moon is made of cheese.", [], False)], sources=[], backend="fake",
+                   model="scripted", index="i", abstain_reason="unsupported")
+    html = render_reply(1, ChatReply("q", "q", draft))
+    assert CANNOT_ANSWER in html and "no sentence of it is backed by the papers" in html
+    assert "<del>The moon is made of cheese.</del>" in html and "Searched for" not in html

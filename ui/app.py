@@ -235,7 +235,7 @@ def build_app(settings: Settings | None = None) -> ChatApp:
             """Answer `question` from the papers. Streams {"answer": text so far, "done": false}, then the
             full answer record with "done": true. history: earlier [question, answer] pairs, oldest first."""
             earlier = [Turn(q, a) for q, a in history or []]
-            filters = Filters(category=category or None, author=author.strip() or None)
+            filters = Filters(category=category or None, author=(author or "").strip() or None)
             sentences, pending = [], ""
             for event in backend.stream(question, earlier, k or None, filters):
                 kind = event[0]
