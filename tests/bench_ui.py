@@ -28,8 +28,8 @@ FIVE_QUESTIONS = [EXAMPLE, "Which papers study grokking?", "How can agents learn
                   "Which papers evaluate speech models?", "What is noise stability?"]
 
 
-def api_first_token(url: str, question: str) -> tuple[float, float]:
-    """Seconds to the first streamed answer text and to the final record, through the ask endpoint."""
+def api_first_token(url: str, question: str) -> tuple[float, float, float]:
+    """Seconds to the first streamed answer text, to the final record, and the record's own first_token_s."""
     from gradio_client import Client
 
     client = Client(url, verbose=False)
@@ -39,8 +39,8 @@ def api_first_token(url: str, question: str) -> tuple[float, float]:
     for update in job:
         if first is None and update.get("answer"):
             first = time.perf_counter() - started
-    job.result()
-    return first, time.perf_counter() - started
+    final = job.result()
+    return first, time.perf_counter() - started, final["timings"]["first_token_s"]
 
 
 def browser_first_token(url: str, question: str) -> tuple[float, float]:
@@ -68,10 +68,9 @@ def browser_first_token(url: str, question: str) -> tuple[float, float]:
 
 def cli_first_token(question: str) -> tuple[float, float]:
     """Seconds to the first answer character printed by `rag ask` (model load included) and to its exit."""
-    rag = Path(sys.executable).parent / "rag"
-    command = [str(rag), "ask", question] if rag.exists() else [sys.executable, "-m", "rag", "ask", question]
     started = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "rag", "ask", question],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     first = None
     while proc.stdout.read(1):
         if first is None:
@@ -87,6 +86,21 @@ def cli_model_first_token(question: str) -> float:
     done = subprocess.run([sys.executable, "-m", "rag", "ask", "--json", question], capture_output=True,
                           text=True, check=True)
     return json.loads(done.stdout)["timings"]["first_token_s"]
+
+
+def follow_up(url: str, question: str) -> None:
+    """One follow-up on the real model: what it was condensed into, how long it took, what it cites."""
+    from gradio_client import Client
+
+    client = Client(url, verbose=False)
+    first = client.predict(question, api_name="/ask")
+    started = time.perf_counter()
+    second = client.predict("which of those use reinforcement learning?", "", "", 0,
+                            [[question, first["answer"]]], api_name="/ask")
+    cited = ", ".join(c["label"] for c in second["citations"]) or f"abstained ({second['abstain_reason']})"
+    print(f"follow-up 'which of those use reinforcement learning?' -> {second['standalone_question']!r}: "
+          f"{time.perf_counter() - started:.1f} s (first token {second['timings']['first_token_s']:.1f} s "
+          f"after condensing), cites {cited}")
 
 
 def simultaneous_users(url: str, questions: list[str]) -> tuple[float, list[float]]:
@@ -125,13 +139,19 @@ def main() -> None:
     app = build_app(Settings.from_env())
     url = app.launch(port=free_port())
     try:
+        # llama.cpp reuses the evaluated prompt of the previous request: asking the same question twice in a
+        # row would time a cached prompt. Each timed question therefore follows a different one.
+        other = next(q for q in FIVE_QUESTIONS if q != args.question)
         started = time.perf_counter()
-        api_first_token(url, args.question)
+        api_first_token(url, other)
         print(f"warm-up (index, embedding model, local LLM, one answer): {time.perf_counter() - started:.1f} s")
-        first, total = api_first_token(url, args.question)
-        print(f"UI ask endpoint (gradio_client): first answer text {first:.1f} s, done {total:.1f} s")
+        first, total, model_first = api_first_token(url, args.question)
+        print(f"UI ask endpoint (gradio_client): first answer text {first:.1f} s, done {total:.1f} s "
+              f"(its timings.first_token_s {model_first:.1f} s)")
+        api_first_token(url, other)
         first, cited = browser_first_token(url, args.question)
         print(f"UI page (chromium): first answer text {first:.1f} s, first citation link {cited:.1f} s")
+        follow_up(url, args.question)
         print(f"{args.users} simultaneous users on the ask endpoint:")
         questions = (FIVE_QUESTIONS * args.users)[:args.users]
         wall, waits = simultaneous_users(url, questions)

@@ -20,7 +20,7 @@ from rag.errors import UsageError
 from rag.retrieve import Filters
 from rag.settings import Settings
 from ui import render
-from ui.backend import Backend
+from ui.backend import Backend, StreamedAnswer
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
@@ -187,31 +187,24 @@ def build_app(settings: Settings | None = None) -> ChatApp:
                 return
             turn = len(done_sections) + 1
             filters = Filters(category=category_value or None, author=(author_value or "").strip() or None)
-            sentences, pending, status = [], "", ""
+            streamed = StreamedAnswer()
             for event in backend.stream(text, history, int(k_value), filters):
-                kind = event[0]
-                if kind == "done":
+                if event[0] == "done":
                     reply = event[1]
                     chat[-1] = assistant_message(render.render_reply(turn, reply))
                     done_sections = done_sections + [(turn, text, render.render_turn_sources(turn, reply))]
                     history = history + [Turn(reply.standalone_question, reply.answer.answer)]
-                    yield chat, render.render_panel(done_sections), history, done_sections
-                    return
-                if kind == "error":
+                elif event[0] == "error":
                     chat[-1] = assistant_message(render.render_error(event[1]))
                     if event[2]:  # the backend failed after retrieval: show what was found
-                        done_sections = done_sections + [(turn, text, render.render_turn_sources(turn, hits=event[2]))]
-                    yield chat, render.render_panel(done_sections), history, done_sections
-                    return
-                if kind == "status":
-                    status = event[1]
-                elif kind == "text":
-                    pending += event[1]
-                elif kind == "sentence":
-                    sentences += [event[1]] if event[1] is not None else []
-                    pending = ""
-                chat[-1] = assistant_message(render.render_streaming(turn, sentences, pending, status))
-                yield chat, gr.skip(), gr.skip(), gr.skip()
+                        found = render.render_turn_sources(turn, hits=event[2])
+                        done_sections = done_sections + [(turn, text, found)]
+                else:
+                    streamed.feed(event)
+                    chat[-1] = assistant_message(render.render_streaming(turn, streamed))
+                    yield chat, gr.skip(), gr.skip(), gr.skip()
+                    continue
+                yield chat, render.render_panel(done_sections), history, done_sections
 
         def start_over():
             return [], [], [], render.EMPTY_SOURCES, ""
@@ -236,21 +229,16 @@ def build_app(settings: Settings | None = None) -> ChatApp:
             full answer record with "done": true. history: earlier [question, answer] pairs, oldest first."""
             earlier = [Turn(q, a) for q, a in history or []]
             filters = Filters(category=category or None, author=(author or "").strip() or None)
-            sentences, pending = [], ""
+            streamed = StreamedAnswer()
             for event in backend.stream(question, earlier, k or None, filters):
-                kind = event[0]
-                if kind == "done":
+                if event[0] == "done":
                     yield event[1].to_json() | {"done": True}
-                elif kind == "error":
+                elif event[0] == "error":
                     raise gr.Error(event[1])
-                elif kind in ("text", "sentence"):
-                    if kind == "text":
-                        pending += event[1]
-                    else:
-                        sentences += [event[1]] if event[1] is not None else []
-                        pending = ""
-                    partial = " ".join([s.render() for s in sentences] + ([pending] if pending else []))
-                    yield {"question": question, "answer": partial, "done": False}
+                else:
+                    streamed.feed(event)
+                    if event[0] != "status":
+                        yield {"question": question, "answer": streamed.text(), "done": False}
 
         gr.api(ask, api_name="ask", concurrency_limit=1, concurrency_id=LLM_QUEUE)
     return ChatApp(blocks, backend)

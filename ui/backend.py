@@ -10,9 +10,11 @@ are bridged to the caller through a queue. Nothing here formats HTML.
 import logging
 import queue
 import threading
+from dataclasses import dataclass, field
 from typing import Iterator
 
 from rag import llm
+from rag.answer import Sentence
 from rag.conversation import ChatAnswerer, Turn
 from rag.errors import RagError
 from rag.retrieve import Filters, Retriever
@@ -97,3 +99,28 @@ class Backend:
             yield event
             if event[0] in ("done", "error"):
                 return
+
+
+@dataclass
+class StreamedAnswer:
+    """What has streamed so far of one answer: its checked sentences, the one being written, the last status."""
+
+    sentences: list[Sentence] = field(default_factory=list)
+    pending: str = ""
+    status: str = ""
+
+    def feed(self, event: tuple) -> None:
+        """Take in a ("status" | "text" | "sentence", value) event; others are the caller's."""
+        kind, value = event[0], event[1]
+        if kind == "status":
+            self.status = value
+        elif kind == "text":
+            self.pending += value
+        elif kind == "sentence":
+            if value is not None:  # None: a repeated or empty sentence, dropped
+                self.sentences.append(value)
+            self.pending = ""
+
+    def text(self) -> str:
+        """The answer so far as plain text with [n] marks."""
+        return " ".join([s.render() for s in self.sentences] + ([self.pending.strip()] if self.pending.strip() else []))

@@ -12,6 +12,7 @@ from rag.answer import CANNOT_ANSWER, Sentence
 from rag.conversation import ChatReply
 from rag.evidence import HighlightedAbstract, split_sentences
 from rag.retrieve import Hit
+from ui.backend import StreamedAnswer
 
 UNSUPPORTED_TITLE = "The grounding check found no support for this sentence in the papers it cites."
 ABSTAIN_REASONS = {
@@ -43,13 +44,13 @@ def render_sentence(turn: int, sentence: Sentence) -> str:
             f'<em class="rag-unsupported-note">(not supported by its sources)</em>')
 
 
-def render_streaming(turn: int, sentences: list[Sentence], pending_text: str, status: str = "") -> str:
-    """The answer while it streams: checked sentences, then the sentence being written."""
-    parts = [render_sentence(turn, s) for s in sentences]
-    if pending_text.strip():
-        parts.append(escape(pending_text.strip()))
+def render_streaming(turn: int, streamed: StreamedAnswer) -> str:
+    """The answer while it streams: checked sentences, then the sentence being written (or the status)."""
+    parts = [render_sentence(turn, s) for s in streamed.sentences]
+    if streamed.pending.strip():
+        parts.append(escape(streamed.pending.strip()))
     if not parts:
-        return f"⏳ {escape(status or 'Reading the papers…')}"
+        return f"⏳ {escape(streamed.status or 'Reading the papers…')}"
     return " ".join(parts) + " ▌"
 
 
