@@ -286,3 +286,27 @@ def test_abstention_is_said_plainly_with_its_reason():
     html = render_reply(1, ChatReply("q", "q", draft))
     assert CANNOT_ANSWER in html and "no sentence of it is backed by the papers" in html
     assert "<del>The moon is made of cheese.</del>" in html and "Searched for" not in html
+
+
+def test_rag_ui_prints_its_url_and_serves_the_page(real_index_home, tmp_path):
+    """The real command in a subprocess (an unreachable openai-like backend, so no model is loaded)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    port = free_port()
+    env = {**os.environ, "RAG_HOME": str(real_index_home), "RAG_BACKEND": "openai-like", "RAG_MODEL": "m",
+           "RAG_BASE_URL": f"http://127.0.0.1:{free_port()}/v1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "rag", "ui", "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line == f"rag ui: serving the chat on http://127.0.0.1:{port}/ (Ctrl+C to stop)\n"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as page:
+            assert page.status == 200 and "rag · ask the papers" in page.read().decode()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        proc.stdout.close()
