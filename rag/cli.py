@@ -90,6 +90,15 @@ def build_parser() -> argparse.ArgumentParser:
                           help="print metric deltas between two run folders and exit")
     evaluate.set_defaults(handler=run_eval)
 
+    ui = sub.add_parser("ui", parents=[common, llm], help="serve the chat UI in the browser",
+                        description="A chat page with streamed cited answers, a sources panel and follow-up "
+                        "questions, on http://127.0.0.1:7860 by default.")
+    ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any "
+                    "other address needs --auth)")
+    ui.add_argument("--port", type=int, default=7860, help="port to listen on (default 7860)")
+    ui.add_argument("--auth", help="USER:PASSWORD required to open the page (env RAG_UI_AUTH)")
+    ui.set_defaults(handler=run_ui)
+
     papers = sub.add_parser("papers", parents=[common], help="what is indexed: count, categories, location")
     papers.add_argument("--json", action="store_true", help="the same as JSON, with every paper listed")
     papers.set_defaults(handler=run_papers)
@@ -351,6 +360,16 @@ class EvalProgress:
 
 def _list_option(value: str | None) -> list[str]:
     return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+def run_ui(args) -> int:
+    from ui.app import check_bind, serve
+
+    check_bind(args.host, args.auth)  # refuse a non-loopback address without auth before loading anything
+    settings = _settings(args, backend=args.backend, model=args.model, base_url=args.base_url,
+                         timeout_s=args.timeout)
+    serve(settings, host=args.host, port=args.port, auth=args.auth, announce=lambda line: print(line, flush=True))
+    return 0
 
 
 def run_papers(args) -> int:

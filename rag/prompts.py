@@ -22,6 +22,8 @@ EXPECTED_VARIABLES = {
     "judge_user": {"sources", "claim"},
     "translate_question": {"question"},
     "translate_answer": {"count", "language", "sentences"},
+    "condense_system": set(),
+    "condense_question": {"history", "question"},
 }
 _VARIABLE = re.compile(r"\{([a-z_]+)\}")
 

@@ -1,0 +1,258 @@
+"""The Gradio chat UI: a page that asks the rag library and presents its answers.
+
+A chat with streamed answers whose [n] citations link to a sources panel (authors,
+category, score, the abstract with the sentences that back the answer highlighted),
+follow-up questions, filters by category and author, and how many papers to retrieve.
+The local LLM answers one request at a time (one queue shared by the page and the `ask`
+API endpoint); waiting users see that they are queued. Loopback by default; any other
+address needs a user and password. Retrieval, prompts and checks live in rag/.
+"""
+
+import ipaddress
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+import gradio as gr
+
+from rag.conversation import Turn
+from rag.errors import UsageError
+from rag.retrieve import Filters
+from rag.settings import Settings
+from ui import render
+from ui.backend import Backend, StreamedAnswer
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 7860
+AUTH_ENV = "RAG_UI_AUTH"
+DEFAULT_CONCURRENCY = 8          # events that need no LLM (adding a question, clearing)
+LLM_QUEUE = "llm"                # the page's answers and the API share this one-at-a-time queue
+EXAMPLES = [
+    "what methods reduce reasoning length?",
+    "Which papers study grokking?",
+    "How can agents learn from language guidance?",
+]
+QUEUED = ("Queued: the local model answers one question at a time and is busy with another "
+          "one; yours is answered next in line.")
+SEARCHING = "Searching the papers…"
+INTRO = ("### Ask the papers\nAnswers come only from the indexed research-paper abstracts; every [n] is "
+         "checked against its paper. Ask a follow-up and it is read in the context of the conversation.")
+
+CSS = """
+.rag-cite { text-decoration: none; font-weight: 600; cursor: pointer; }
+.rag-unsupported { text-decoration: underline wavy #d97706; }
+.rag-unsupported-note { color: #b45309; font-size: 0.85em; }
+.rag-standalone, .rag-abstain-reason { color: #6b7280; font-size: 0.85em; }
+.rag-error { color: #b91c1c; }
+.rag-source { border: 1px solid #e5e7eb; border-radius: 8px; padding: 8px 10px; margin: 6px 0; }
+.rag-source.rag-focus { outline: 3px solid #2563eb; }
+.rag-meta, .rag-score { color: #6b7280; font-size: 0.85em; }
+.rag-abstract { font-size: 0.9em; margin: 4px 0 0 0; }
+mark.rag-evidence { background: #fef08a; }
+.rag-heading { font-weight: 600; margin-top: 6px; }
+.rag-turn > summary { font-weight: 600; cursor: pointer; }
+"""
+
+HEAD = """
+<script>
+document.addEventListener("click", function (event) {
+  const link = event.target.closest && event.target.closest('a[href^="#rag-src-"]');
+  if (!link) return;
+  event.preventDefault();
+  event.stopPropagation();
+  const target = document.getElementById(link.getAttribute("href").slice(1));
+  if (!target) return;
+  for (let box = target.closest("details"); box; box = box.parentElement.closest("details")) box.open = true;
+  document.querySelectorAll(".rag-source.rag-focus").forEach(function (e) { e.classList.remove("rag-focus"); });
+  target.classList.add("rag-focus");
+  target.scrollIntoView({behavior: "smooth", block: "center"});
+}, true);
+</script>
+"""
+
+
+@dataclass
+class ChatApp:
+    """The Blocks page and the library it calls; launch() serves it, close() stops it."""
+
+    blocks: gr.Blocks
+    backend: Backend
+
+    def launch(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, auth: str | None = None) -> str:
+        """Serve the page in the background; returns its local URL."""
+        credentials = check_bind(host, auth)
+        self.blocks.queue(default_concurrency_limit=DEFAULT_CONCURRENCY)
+        _app, url, _share = self.blocks.launch(
+            server_name=host, server_port=port, share=False, auth=credentials, prevent_thread_lock=True,
+            quiet=True, css=CSS, head=HEAD, ssr_mode=False, mcp_server=False, pwa=False)
+        return url
+
+    def close(self) -> None:
+        self.blocks.close()
+        self.backend.close()
+
+
+def parse_auth(value: str | None) -> tuple[str, str] | None:
+    """'user:password' -> (user, password); None stays None."""
+    if value is None or value == "":
+        return None
+    user, colon, password = value.partition(":")
+    if not colon or not user or not password:
+        raise UsageError("--auth takes USER:PASSWORD (or set RAG_UI_AUTH=USER:PASSWORD)")
+    return user, password
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may be reachable from elsewhere
+        return False
+
+
+def check_bind(host: str, auth: str | None) -> tuple[str, str] | None:
+    """The credentials to require; refuses a non-loopback address without them."""
+    credentials = parse_auth(auth if auth is not None else os.environ.get(AUTH_ENV))
+    if credentials is None and not is_loopback(host):
+        raise UsageError(f"--host {host} makes the UI reachable from other machines: add --auth USER:PASSWORD "
+                         f"(or set {AUTH_ENV}), or serve on 127.0.0.1")
+    return credentials
+
+
+def category_choices(settings: Settings) -> list[tuple[str, str]]:
+    """Dropdown choices: every area and every full category of the index (or of the corpus it will hold)."""
+    from rag.corpus import CATEGORY_SEPARATOR, load_corpus
+    from rag.index import describe_index
+
+    papers = describe_index(settings).papers
+    if not papers and settings.corpus.exists():
+        papers = load_corpus([settings.corpus]).papers
+    categories = sorted({p.category for p in papers if p.category})
+    areas = sorted({c.split(CATEGORY_SEPARATOR)[0] for c in categories})
+    return [("All categories", "")] + [(f"{a} (all)", a) for a in areas] + [(c, c) for c in categories]
+
+
+def user_message(text: str) -> dict:
+    return {"role": "user", "content": text}
+
+
+def assistant_message(html: str) -> dict:
+    return {"role": "assistant", "content": html}
+
+
+def build_app(settings: Settings | None = None) -> ChatApp:
+    """The chat page over the index and model that `settings` name."""
+    settings = settings or Settings.from_env()
+    backend = Backend(settings)
+    with gr.Blocks(title="rag · ask the papers", analytics_enabled=False) as blocks:
+        turns = gr.State([])        # list[Turn]: what follow-ups are condensed with
+        sections = gr.State([])     # list[(turn, question, sources HTML)]: the sources panel
+        asked = gr.State("")        # the question waiting for its answer
+        gr.Markdown(INTRO)
+        with gr.Row():
+            with gr.Column(scale=3):
+                chatbot = gr.Chatbot(label="Answers", elem_id="rag-chat", height=520, buttons=["copy"],
+                                     examples=[{"text": q} for q in EXAMPLES], feedback_options=None,
+                                     placeholder="Ask a question about the papers, or pick an example.")
+                with gr.Row():
+                    question = gr.Textbox(show_label=False, scale=5, elem_id="rag-question", autofocus=True,
+                                          placeholder="Ask a question about the papers…")
+                    ask_button = gr.Button("Ask", variant="primary", scale=1, elem_id="rag-ask")
+                with gr.Row():
+                    category = gr.Dropdown(category_choices(settings), value="", label="Category",
+                                           elem_id="rag-category")
+                    author = gr.Textbox(label="Author", placeholder="any author, e.g. C. Colas",
+                                        elem_id="rag-author")
+                    k = gr.Slider(1, 10, value=settings.top_k, step=1, label="Papers to retrieve",
+                                  elem_id="rag-k")
+                new_chat = gr.Button("New conversation", variant="secondary", size="sm")
+            with gr.Column(scale=2):
+                gr.Markdown("### Sources")
+                sources = gr.HTML(render.EMPTY_SOURCES, elem_id="rag-sources", js_on_load=None)
+
+        def take_question(text: str, chat: list):
+            text = (text or "").strip()
+            if not text:
+                return gr.skip(), gr.skip(), ""
+            status = QUEUED if backend.busy else SEARCHING
+            return "", chat + [user_message(text), assistant_message(f"⏳ {status}")], text
+
+        def take_example(chat: list, selected: gr.SelectData):
+            return take_question(selected.value["text"], chat)
+
+        def answer(text, chat, history, done_sections, category_value, author_value, k_value):
+            if not text:
+                yield gr.skip(), gr.skip(), gr.skip(), gr.skip()
+                return
+            turn = len(done_sections) + 1
+            filters = Filters(category=category_value or None, author=(author_value or "").strip() or None)
+            streamed = StreamedAnswer()
+            for event in backend.stream(text, history, int(k_value), filters):
+                if event[0] == "done":
+                    reply = event[1]
+                    chat[-1] = assistant_message(render.render_reply(turn, reply))
+                    done_sections = done_sections + [(turn, text, render.render_turn_sources(turn, reply))]
+                    history = history + [Turn(reply.standalone_question, reply.answer.answer)]
+                elif event[0] == "error":
+                    chat[-1] = assistant_message(render.render_error(event[1]))
+                    if event[2]:  # the backend failed after retrieval: show what was found
+                        found = render.render_turn_sources(turn, hits=event[2])
+                        done_sections = done_sections + [(turn, text, found)]
+                else:
+                    streamed.feed(event)
+                    chat[-1] = assistant_message(render.render_streaming(turn, streamed))
+                    yield chat, gr.skip(), gr.skip(), gr.skip()
+                    continue
+                yield chat, render.render_panel(done_sections), history, done_sections
+
+        def start_over():
+            return [], [], [], render.EMPTY_SOURCES, ""
+
+        answer_inputs = [asked, chatbot, turns, sections, category, author, k]
+        answer_outputs = [chatbot, sources, turns, sections]
+        answer_options = dict(concurrency_limit=1, concurrency_id=LLM_QUEUE, api_visibility="private")
+        for trigger in (question.submit, ask_button.click):
+            trigger(take_question, [question, chatbot], [question, chatbot, asked], queue=False,
+                    api_visibility="private").then(answer, answer_inputs, answer_outputs, **answer_options)
+        chatbot.example_select(take_example, [chatbot], [question, chatbot, asked], queue=False,
+                               api_visibility="private").then(answer, answer_inputs, answer_outputs,
+                                                              **answer_options)
+        new_chat.click(start_over, None, [chatbot, turns, sections, sources, asked], queue=False,
+                       api_visibility="private")
+        chatbot.clear(start_over, None, [chatbot, turns, sections, sources, asked], queue=False,
+                      api_visibility="private")
+
+        def ask(question: str, category: str = "", author: str = "", k: int = 0,
+                history: list[list[str]] | None = None) -> Iterator[dict]:
+            """Answer `question` from the papers. Streams {"answer": text so far, "done": false}, then the
+            full answer record with "done": true. history: earlier [question, answer] pairs, oldest first."""
+            earlier = [Turn(q, a) for q, a in history or []]
+            filters = Filters(category=category or None, author=(author or "").strip() or None)
+            streamed = StreamedAnswer()
+            for event in backend.stream(question, earlier, k or None, filters):
+                if event[0] == "done":
+                    yield event[1].to_json() | {"done": True}
+                elif event[0] == "error":
+                    raise gr.Error(event[1])
+                else:
+                    streamed.feed(event)
+                    if event[0] != "status":
+                        yield {"question": question, "answer": streamed.text(), "done": False}
+
+        gr.api(ask, api_name="ask", concurrency_limit=1, concurrency_id=LLM_QUEUE)
+    return ChatApp(blocks, backend)
+
+
+def serve(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, auth: str | None = None,
+          announce=print) -> None:
+    """`rag ui`: check the address, start loading the models, serve until interrupted."""
+    check_bind(host, auth)
+    app = build_app(settings)
+    app.backend.warm_up()
+    url = app.launch(host, port, auth)
+    announce(f"rag ui: serving the chat on {url} (Ctrl+C to stop)")
+    try:
+        app.blocks.block_thread()
+    finally:
+        app.close()
