@@ -43,7 +43,7 @@ def highlight_evidence(answer: Answer, grounding: GroundingChecker) -> dict[str,
         if sentence.supported:
             for n in sentence.citations:
                 if n in papers:
-                    claims.setdefault(n, []).append(sentence.text)
+                    claims.setdefault(n, []).append(sentence.english or sentence.text)  # as checked
     highlighted = {}
     for n, paper in papers.items():
         sentences = split_sentences(paper.text)

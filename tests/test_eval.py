@@ -26,6 +26,12 @@ def test_hybrid_beats_each_of_its_parts(compared):
         assert overall["hybrid"][metric] > max(overall["dense"][metric], overall["bm25"][metric])
 
 
+def test_no_question_type_falls_below_dense_only(compared):
+    dense, hybrid = (compared["methods"][m]["by_type"] for m in ("dense", "hybrid"))
+    for question_type, metrics in dense.items():
+        assert hybrid[question_type]["recall@5"] >= metrics["recall@5"], question_type
+
+
 def test_results_carry_version_manifest_and_types(compared):
     assert compared["version"] == 2 and compared["kind"] == "retrieval"
     assert compared["manifest"]["index"].startswith("rag-papers-") and compared["manifest"]["questions_sha256"]

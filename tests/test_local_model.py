@@ -100,7 +100,8 @@ def test_a_missing_part_names_the_package_to_install(tmp_path, monkeypatch):
         llm.local_model_file(tmp_path / "cache")
 
 
-def test_top_k_grammar_sampling_gives_the_same_reply_as_the_full_vocabulary(local_model):
+@pytest.mark.parametrize("candidates", [llm.GRAMMAR_CANDIDATES, 1])   # 1: nearly every step falls back
+def test_grammar_checked_on_likeliest_tokens_first_gives_the_same_reply(local_model, monkeypatch, candidates):
     from llama_cpp import Llama
 
     from rag.answer import answer_schema
@@ -108,6 +109,7 @@ def test_top_k_grammar_sampling_gives_the_same_reply_as_the_full_vocabulary(loca
     messages = [{"role": "system", "content": "Answer with JSON sentences that cite their sources."},
                 {"role": "user", "content": "Sources: [1] GFPO filters sampled responses by length and token "
                  "efficiency, cutting length inflation by up to 85%.\nQuestion: how does GFPO cut length?"}]
+    monkeypatch.setattr(llm, "GRAMMAR_CANDIDATES", candidates)
     options = dict(messages=messages, temperature=0.0, max_tokens=80,
                    response_format={"type": "json_object", "schema": answer_schema(3)})
     plain = Llama(model_path=str(local_model.path), n_ctx=1024, n_threads=2, verbose=False)
