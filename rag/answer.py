@@ -25,13 +25,14 @@ from rag.translate import question_language
 
 CANNOT_ANSWER = "The provided papers do not answer this question."
 MAX_CITATIONS_PER_SENTENCE = 3
+MAX_SENTENCE_CHARS = 280   # one claim per sentence, so each is checked on its own
 ANSWER_SCHEMA_VERSION = 1
 
 
 def answer_schema(max_sentences: int) -> dict:
     """The JSON shape asked of the model: a refusal flag, then sentences with source numbers."""
     sentence = {"type": "object", "additionalProperties": False, "required": ["text", "sources"],
-                "properties": {"text": {"type": "string"},
+                "properties": {"text": {"type": "string", "maxLength": MAX_SENTENCE_CHARS},
                                "sources": {"type": "array", "items": {"type": "integer"},
                                            "maxItems": MAX_CITATIONS_PER_SENTENCE}}}
     return {"type": "object", "additionalProperties": False, "required": ["answerable", "sentences"],
@@ -122,7 +123,8 @@ class Answerer:
 
     def ask(self, question: str, k: int | None = None, filters: Filters = Filters(),
             on_sentence=lambda sentence: None, on_text=lambda text: None) -> Answer:
-        """Answer `question`; on_text gets the model's text as it streams, on_sentence each checked sentence."""
+        """Answer `question`; on_text gets the model's text a finished sentence at a time, as it streams
+        (not yet checked), on_sentence each checked sentence."""
         started = time.perf_counter()
         found = self.retriever.search(question, k=k, filters=filters)
         timings = {"retrieve_s": time.perf_counter() - started, "first_token_s": None, "generate_s": None,
@@ -325,11 +327,13 @@ class ReplyParser:
         for index, match in enumerate(self._SENTENCE.finditer(self.buffer)):
             raw, closed_text, sources, closed_sources = match.groups()
             text = _decode_partial(raw)
+            visible = trim_cut_text(text) if closed_text else text[:_last_sentence_end(text)]
             if index == len(self._shown):
                 self._shown.append(0)
-            if len(text) > self._shown[index]:
-                events.append(("text", text[self._shown[index]:]))
-                self._shown[index] = len(text)
+            if len(visible) > self._shown[index]:
+                events.append(("text", visible[self._shown[index]:]))
+                self._shown[index] = len(visible)
+            text = visible
             if closed_sources and index == self._closed:
                 events.append(("sentence", text, _integers(sources)))
                 self._closed += 1
@@ -339,7 +343,7 @@ class ReplyParser:
         """Sentences left once the stream ends: an unclosed JSON one, or a plain-text reply."""
         if self.buffer.lstrip().startswith("{"):
             matches = list(self._SENTENCE.finditer(self.buffer))[self._closed:]
-            return [(_decode_partial(m[1]), _integers(m[3] or "")) for m in matches if m[2]]
+            return [(trim_cut_text(_decode_partial(m[1])), _integers(m[3] or "")) for m in matches if m[2]]
         return split_plain_reply(self.buffer)
 
 
@@ -358,6 +362,23 @@ def split_plain_reply(text: str) -> list[tuple[str, list[int]]]:
         if body:
             sentences.append((body, cited))
     return sentences
+
+
+_SENTENCE_END = re.compile(r"[.!?。！？](?=\s|$)")
+
+
+def _last_sentence_end(text: str) -> int:
+    """Length of the text up to its last finished sentence (0 if none has finished yet)."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    return ends[-1] if ends else 0
+
+
+def trim_cut_text(text: str) -> str:
+    """A sentence text the schema cut at MAX_SENTENCE_CHARS loses its unfinished last sentence."""
+    if len(text) < MAX_SENTENCE_CHARS:
+        return text
+    end = _last_sentence_end(text)
+    return text[:end] if end else text.rstrip() + "…"
 
 
 def _decode_partial(raw: str) -> str:

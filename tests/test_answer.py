@@ -1,5 +1,7 @@
 """Answer logic with a scripted fake LLM: citation checks, renumbering, loops, abstention, prompts."""
 
+import json
+
 import pytest
 
 from conftest import SMALL_PAPERS, write_corpus
@@ -158,8 +160,18 @@ def test_streamed_text_and_sentences(retriever):
     texts, sentences = [], []
     Answerer(retriever.settings, retriever, model).ask("grokking and compilers", k=3,
                                                         on_text=texts.append, on_sentence=sentences.append)
-    assert "".join(texts) == GROKKING + COMPILER and len(texts) > 4
+    assert texts == [GROKKING, COMPILER], "text streams a finished sentence at a time"
     assert [s.text for s in sentences] == [GROKKING, COMPILER]
+
+
+def test_a_text_cut_at_the_length_limit_keeps_its_finished_sentences():
+    from rag.answer import MAX_SENTENCE_CHARS
+
+    cut = "GFPO cuts length inflation by 85%. It trains on the shortest responses that " + "x" * MAX_SENTENCE_CHARS
+    parser = ReplyParser()
+    events = parser.feed(json.dumps(reply((cut[:MAX_SENTENCE_CHARS], [1]))))
+    assert [e for e in events if e[0] == "sentence"] == [("sentence", "GFPO cuts length inflation by 85%.", [1])]
+    assert "".join(e[1] for e in events if e[0] == "text") == "GFPO cuts length inflation by 85%."
 
 
 def test_reply_parser_handles_escapes_split_across_deltas():
