@@ -364,7 +364,7 @@ def split_plain_reply(text: str) -> list[tuple[str, list[int]]]:
     return sentences
 
 
-_SENTENCE_END = re.compile(r"[.!?。！？](?=\s|$)")
+_SENTENCE_END = re.compile(r"(?<! al)(?<!e\.g)(?<!i\.e)(?<! vs)(?<!Fig)(?<! cf)[.!?。！？](?=\s|$)")  # not "et al."
 
 
 def _last_sentence_end(text: str) -> int:

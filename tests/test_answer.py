@@ -212,3 +212,11 @@ def test_a_sentence_that_restates_the_question_is_not_an_answer(run):
     answer = run(lambda n: reply(("In grokking something happens, and the compiler does things.",
                                   [n["Lovelace and Babbage"]])))
     assert answer.abstained and answer.abstain_reason == "unsupported"
+
+
+def test_a_cut_text_is_not_cut_after_et_al():
+    from rag.answer import MAX_SENTENCE_CHARS, trim_cut_text
+
+    text = ("Wang et al. show that pruning the last layers keeps accuracy. They then fine-tune "
+            + "the head " * 40)[:MAX_SENTENCE_CHARS]
+    assert trim_cut_text(text) == "Wang et al. show that pruning the last layers keeps accuracy."
