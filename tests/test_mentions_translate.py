@@ -75,9 +75,11 @@ def test_translation_is_cached_and_falls_back(tmp_path):
     assert translator.from_english(["One.", "Three."], "Chinese") == ["One.", "Three."]
 
 
-def test_search_translates_and_names_authors(real_settings, monkeypatch):
+def test_search_translates_and_names_authors(real_settings, monkeypatch, tmp_path):
     import rag.llm
     from rag.retrieve import Retriever
+
+    real_settings = real_settings.with_overrides(cache_dir=tmp_path)   # fake translations stay out of ~/.cache
 
     model = ScriptedModel({"english": "Which papers study grokking in transformers?"})
     monkeypatch.setattr(rag.llm, "open_model", lambda settings: model)
@@ -90,10 +92,12 @@ def test_search_translates_and_names_authors(real_settings, monkeypatch):
     assert colas and by_name.hits[0].paper.paper_id in {p.paper_id for p in colas}
 
 
-def test_answer_in_the_question_language(real_settings, monkeypatch):
+def test_answer_in_the_question_language(real_settings, monkeypatch, tmp_path):
     import rag.llm
     from rag.answer import Answerer
     from rag.retrieve import Retriever
+
+    real_settings = real_settings.with_overrides(cache_dir=tmp_path)
 
     sentence = "GFPO curbs length explosion by filtering sampled responses by length and token efficiency."
     model = ScriptedModel({"english": "What methods reduce reasoning length?"}, reply((sentence, [1])),
