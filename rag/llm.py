@@ -10,6 +10,7 @@
 Backends return raw text; parsing and checking what the model wrote is answer.py's job.
 """
 
+import atexit
 import functools
 import hashlib
 import importlib
@@ -83,8 +84,10 @@ def load_llama(path: str, n_ctx: int, n_threads: int):
     except ImportError:
         raise ModelError("llama-cpp-python is not installed: run the README's set-up command") from None
     try:
-        return llama_class(model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
-                           verbose=False)
+        llama = llama_class(model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
+                            verbose=False)
+        atexit.register(llama.close)   # freed before interpreter teardown, not in __del__ after it
+        return llama
     except (ValueError, RuntimeError, MemoryError) as err:
         raise ModelError(f"cannot load the local model {path} ({err}): delete it to have it joined again, "
                          "or lower RAG_N_CTX if memory is short") from err

@@ -46,14 +46,17 @@ def llama_server():
 def test_openai_like_backend_streams_a_cited_answer(real_settings, llama_server):
     settings = real_settings.with_overrides(backend="openai-like", base_url=llama_server, model="bundled-qwen",
                                             timeout_s=300.0)
-    streamed = []
+    model, deltas, streamed = open_model(settings), [], []
+    http_stream = model.stream
+    model.stream = lambda *args: (deltas.append(d) or d for d in http_stream(*args))
     with Retriever(settings) as retriever:
-        answer = Answerer(settings, retriever, open_model(settings)).ask(
-            "what methods reduce reasoning length?", on_text=streamed.append)
+        answer = Answerer(settings, retriever, model).ask("what methods reduce reasoning length?",
+                                                          on_text=streamed.append)
     assert answer.backend == "openai-like" and answer.model == "bundled-qwen"
     assert not answer.abstained, answer.to_json()
     assert "Vaishnavi Shrivastava" in [c.paper.authors[0] for c in answer.citations]
-    assert len(streamed) > 3  # arrived in pieces, over HTTP streaming
+    assert len(deltas) > 3  # arrived in pieces, over HTTP streaming
+    assert "".join(streamed) == "".join(s.text for s in answer.sentences)  # shown a finished sentence at a time
 
 
 def test_a_backend_that_is_down_fails_fast_and_still_shows_the_papers(real_index_home, monkeypatch, capsys):
