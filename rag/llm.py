@@ -156,8 +156,9 @@ class FirstTryGrammarSampler:
         return int(candidates["id"][best]) if numpy.isfinite(candidates["logit"][best]) else None
 
     def __del__(self):
-        if getattr(self, "grammar", None) is not None:
-            self._api.llama_sampler_free(self.grammar)
+        free = getattr(self._api, "llama_sampler_free", None)   # None once the interpreter tears down
+        if getattr(self, "grammar", None) is not None and callable(free):
+            free(self.grammar)
             self.grammar = None
 
 
