@@ -132,6 +132,11 @@ def _settings(args, **overrides) -> Settings:
     return Settings.from_env(home=args.home, chroma_url=args.chroma_url, **overrides)
 
 
+def _llm_settings(args) -> Settings:
+    """Settings with the LLM backend flags (--backend, --model, --base-url, --timeout) applied."""
+    return _settings(args, backend=args.backend, model=args.model, base_url=args.base_url, timeout_s=args.timeout)
+
+
 def run_ingest(args) -> int:
     from rag.index import ingest
 
@@ -192,8 +197,7 @@ def run_ask(args) -> int:
     from rag.retrieve import Filters, Retriever
 
     questions, batch = _questions(args)
-    settings = _settings(args, backend=args.backend, model=args.model, base_url=args.base_url,
-                         timeout_s=args.timeout)
+    settings = _llm_settings(args)
     filters = Filters(category=args.category, author=args.author)
     with Retriever(settings, notify=_say) as retriever:
         answerer = Answerer(settings, retriever, open_model(settings))
@@ -301,8 +305,7 @@ def run_eval(args) -> int:
                          f"use {', '.join(RETRIEVAL_METHODS)}")
     if args.resume and not args.out:
         raise UsageError("--resume needs --out DIR: the folder of the run to continue")
-    settings = _settings(args, backend=args.backend, model=args.model, base_url=args.base_url,
-                         timeout_s=args.timeout)
+    settings = _llm_settings(args)
     stamp = time.strftime("%Y%m%d-%H%M%S") + ("-retrieval" if args.retrieval_only else "")
     out = args.out or evaluation.default_questions().parent / "results" / stamp
     progress = EvalProgress()
@@ -366,8 +369,7 @@ def run_ui(args) -> int:
     from ui.app import check_bind, serve
 
     check_bind(args.host, args.auth)  # refuse a non-loopback address without auth before loading anything
-    settings = _settings(args, backend=args.backend, model=args.model, base_url=args.base_url,
-                         timeout_s=args.timeout)
+    settings = _llm_settings(args)
     serve(settings, host=args.host, port=args.port, auth=args.auth, announce=lambda line: print(line, flush=True))
     return 0
 
