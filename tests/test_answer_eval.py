@@ -148,3 +148,16 @@ def test_diff_of_a_folder_that_is_no_run_is_one_line(tmp_path, capsys):
     assert main(["eval", "--diff", str(tmp_path), str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "cannot read eval run" in err and err.count("\n") == 1
+
+
+def test_resuming_a_checkpoint_written_with_other_settings_is_refused(tmp_path):
+    from rag.answer_eval import Checkpoint
+    from rag.errors import UsageError
+
+    old = Checkpoint(tmp_path / "answers.jsonl", "key-a")
+    old.start()
+    old.save({"id": "q1", "outcome": {}})
+    assert list(Checkpoint(tmp_path / "answers.jsonl", "key-a").load()) == ["q1"]
+    with pytest.raises(UsageError) as caught:
+        Checkpoint(tmp_path / "answers.jsonl", "key-b").load()
+    assert "written with other settings" in str(caught.value) and "\n" not in str(caught.value)

@@ -87,6 +87,7 @@ def test_cli_eval_writes_a_run_and_gates(real_index_home, monkeypatch, capsys, t
 
 @pytest.mark.parametrize("argv, message", [
     (["eval", "--retrieval-only", "--types", "trivia"], "unknown question type 'trivia'"),
+    (["eval", "--resume"], "--resume needs --out DIR"),
     (["eval", "--retrieval-only", "--compare", "dense,magic"], "unknown retrieval method 'magic'"),
 ])
 def test_cli_eval_usage_errors(argv, message, capsys):
