@@ -227,3 +227,8 @@ def describe_index(settings: Settings) -> IndexInfo:
 
 def _folder_size(path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
+
+
+def paper_id_of_chunk(chunk_id: str) -> str:
+    """'3c004e0ee1985776-2' -> '3c004e0ee1985776': chunk ids are `{paper_id}-{number}`."""
+    return chunk_id.rsplit("-", 1)[0]

@@ -37,6 +37,9 @@ class MentionIndex:
                 tokens = tuple(name_tokens(author))
                 if len(tokens) >= 2:
                     self._names.setdefault(tokens, set()).add((paper.paper_id, author))
+        self._names_by_last: dict[str, list[tuple[str, ...]]] = {}   # so a question looks up its own words only
+        for name in self._names:
+            self._names_by_last.setdefault(name[-1], []).append(name)
         self._categories: dict[str, list[tuple[str, str]]] = {}
         for paper in papers:
             if paper.category:
@@ -46,9 +49,10 @@ class MentionIndex:
     def find(self, question: str) -> Mentions:
         tokens = name_tokens(question)
         authors: dict[str, list[str]] = {}
-        for name, owners in self._names.items():
+        candidates = {name for token in set(tokens) for name in self._names_by_last.get(token, ())}
+        for name in sorted(candidates):
             if names_author(tokens, name):
-                for paper_id, author in owners:
+                for paper_id, author in self._names[name]:
                     authors.setdefault(paper_id, []).append(author)
         padded = f" {category_key(question)} "
         categories = {paper_id: category for key, owners in self._categories.items() if f" {key} " in padded

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from rag.corpus import CATEGORY_SEPARATOR, Paper, name_tokens
 from rag.errors import UsageError
 from rag.embedding import load_embed_model
-from rag.index import ingest, paper_from_metadata, stored_papers
+from rag.index import ingest, paper_id_of_chunk, stored_papers
 from rag.keyword import KeywordIndex
 from rag.mentions import MentionIndex
 from rag.settings import Settings
@@ -97,11 +97,15 @@ class Retriever:
             notify(f"The index is empty: ingesting {settings.corpus} first (once).")
             ingest(settings, progress=True)
             self.collection = self.store.collection(create=False)
+        self._load_papers()
+        self.embed_model = load_embed_model(settings.embed_model, settings.embed_batch_size)
+
+    def _load_papers(self) -> None:
+        """Read the stored papers and build the keyword and mention indexes over them."""
         self.papers = stored_papers(self.collection)
         self._papers_by_id = {p.paper_id: p for p in self.papers}
         self.keyword_index = KeywordIndex(self.papers)
         self.mention_index = MentionIndex(self.papers)
-        self.embed_model = load_embed_model(settings.embed_model, settings.embed_batch_size)
 
     def close(self) -> None:
         self.store.close()
@@ -149,10 +153,12 @@ class Retriever:
         mentioned = self._mentioned(question, allowed) if method in ("hybrid", "rrf") else {}
         missing = [pid for pid in dict.fromkeys(list(keyword) + list(mentioned)) if pid not in dense]
         if missing:
-            dense.update(self._dense(query, len(missing), {"paper_id": {"$in": missing}}))
+            dense.update(self._dense_of(query, missing))
+        if any(pid not in self._papers_by_id for pid in dense):
+            self._load_papers()   # another process ingested since this index was opened
         scores = self._fuse(method, dense, keyword, mentioned)
-        ranked = sorted(scores, key=lambda pid: -scores[pid])[:k]
-        return [Hit(rank, paper_from_metadata(dense[pid][1]), scores[pid], dense[pid][2], dense[pid][0],
+        ranked = [pid for pid in sorted(scores, key=lambda pid: -scores[pid]) if pid in self._papers_by_id][:k]
+        return [Hit(rank, self._papers_by_id[pid], scores[pid], dense[pid][1], dense[pid][0],
                     keyword.get(pid, 0.0)) for rank, pid in enumerate(ranked, start=1)]
 
     def _fuse(self, method: str, dense: dict, keyword: dict[str, float], mentioned: dict[str, float]) -> dict:
@@ -185,17 +191,34 @@ class Retriever:
             boosts[pid] = boosts.get(pid, 0.0) + self.settings.category_weight
         return {pid: b for pid, b in boosts.items() if b > 0 and (allowed is None or pid in allowed)}
 
-    def _dense(self, query: list[float], k: int, where: dict | None) -> dict[str, tuple[float, dict, str]]:
-        """Best chunk per paper for at least k papers (fewer if the index has fewer)."""
+    def _dense(self, query: list[float], k: int, where: dict | None) -> dict[str, tuple[float, str]]:
+        """paper_id -> (cosine, text) of its best chunk, for at least k papers (fewer if the index has fewer).
+
+        Asks for chunk texts and distances only: the paper comes from the ids, which name it."""
         total = self.collection.count()
         n = min(total, max(4 * k, MIN_CHUNKS_FETCHED))
         while True:
             found = self.collection.query(query_embeddings=[query], n_results=n, where=where,
-                                          include=["documents", "metadatas", "distances"])
+                                          include=["documents", "distances"])
             best = _best_chunk_per_paper(found)
             if len(best) >= k or n >= total:
                 return best
             n = min(total, n * 4)
+
+    def _dense_of(self, query: list[float], paper_ids: list[str]) -> dict[str, tuple[float, str]]:
+        """The same as _dense for the named papers, scored here from their stored chunk vectors."""
+        import numpy
+
+        found = self.collection.get(where={"paper_id": {"$in": paper_ids}}, include=["documents", "embeddings"])
+        if not found["ids"]:
+            return {}
+        cosines = numpy.asarray(found["embeddings"], dtype=numpy.float32) @ numpy.asarray(query, dtype=numpy.float32)
+        best: dict[str, tuple[float, str]] = {}
+        for chunk_id, text, score in zip(found["ids"], found["documents"], cosines.tolist()):
+            pid = paper_id_of_chunk(chunk_id)
+            if pid not in best or score > best[pid][0]:
+                best[pid] = (score, text)
+        return best
 
     def _keyword(self, question: str, k: int, allowed: set[str] | None) -> dict[str, float]:
         """Keyword scores of the best candidates, scaled so this question's best paper has 1."""
@@ -266,11 +289,11 @@ def _ranks(scores: dict[str, float]) -> dict[str, int]:
     return {pid: rank for rank, pid in enumerate(sorted(scores, key=lambda p: -scores[p]), start=1)}
 
 
-def _best_chunk_per_paper(found: dict) -> dict[str, tuple[float, dict, str]]:
-    best: dict[str, tuple[float, dict, str]] = {}
-    for meta, text, distance in zip(found["metadatas"][0], found["documents"][0], found["distances"][0]):
+def _best_chunk_per_paper(found: dict) -> dict[str, tuple[float, str]]:
+    best: dict[str, tuple[float, str]] = {}
+    for chunk_id, text, distance in zip(found["ids"][0], found["documents"][0], found["distances"][0]):
         score = 1.0 - distance
-        pid = meta["paper_id"]
+        pid = paper_id_of_chunk(chunk_id)
         if pid not in best or score > best[pid][0]:
-            best[pid] = (score, meta, text)
+            best[pid] = (score, text)
     return best
