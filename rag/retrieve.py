@@ -91,6 +91,7 @@ class Retriever:
         self.settings = settings
         self.notify = notify
         self.translator = translator or (Translator(settings) if settings.translate == "auto" else None)
+        started = time.perf_counter()
         self.store = open_store(settings)
         self.collection = self.store.collection(create=False)
         if self.collection is None or self.collection.count() == 0:
@@ -99,6 +100,7 @@ class Retriever:
             self.collection = self.store.collection(create=False)
         self._load_papers()
         self.embed_model = load_embed_model(settings.embed_model, settings.embed_batch_size)
+        self.open_s = time.perf_counter() - started   # reading the papers and building the keyword index
 
     def _load_papers(self) -> None:
         """Read the stored papers and build the keyword and mention indexes over them."""

@@ -6,6 +6,7 @@ open stores or load models.
 """
 
 import os
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
@@ -29,6 +30,7 @@ DEFAULT_MAX_TOKENS = 384
 DEFAULT_CONTEXT_TOKENS = 800
 DEFAULT_MAX_SENTENCES = 5
 DEFAULT_MIN_DENSE_SCORE = 0.10
+EXAMPLE_QUESTION = "what methods reduce reasoning length?"   # the README's; benchmarks time it
 
 
 def default_home() -> Path:
@@ -70,6 +72,8 @@ class Settings:
     corpus: Path = _setting(None, "Corpus files or folder that `rag ingest` reads by default.", "RAG_CORPUS")
     chroma_url: str | None = _setting(None, "Chroma server URL (http://HOST:PORT); unset = embedded store.",
                                       "RAG_CHROMA_URL")
+    namespace: str = _setting("", "Name that keeps this index apart from others on the same store (one "
+                              "Chroma server, several corpora); empty = the default index.", "RAG_NAMESPACE")
     embed_model: str = _setting(DEFAULT_EMBED_MODEL, "Embedding model: the bundled name or a local "
                                 "sentence-transformers folder.", "RAG_EMBED_MODEL")
     chunk_size: int = _setting(DEFAULT_CHUNK_SIZE, "Chunk size in tiktoken (cl100k) tokens.", "RAG_CHUNK_SIZE")
@@ -131,6 +135,8 @@ class Settings:
         for name in ("keyword_weight", "author_weight", "category_weight"):
             if getattr(self, name) < 0:
                 raise UsageError(f"{name.replace('_', ' ')} must be 0 or more, got {getattr(self, name)}")
+        if self.namespace and not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", self.namespace):
+            raise UsageError(f"namespace {self.namespace!r} must be 1-64 letters, digits, '.', '_' or '-'")
         if self.top_k < 1:
             raise UsageError(f"top-k must be at least 1, got {self.top_k}")
 

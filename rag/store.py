@@ -23,7 +23,7 @@ COLLECTION_PREFIX = "rag-papers-"
 
 def index_shape(settings: Settings) -> dict:
     """The settings that decide what is stored; any change gives a new index."""
-    return {
+    shape = {
         "format": INDEX_FORMAT,
         "parser_version": PARSER_VERSION,
         "embed_model": settings.embed_model,
@@ -31,6 +31,9 @@ def index_shape(settings: Settings) -> dict:
         "chunk_size": settings.chunk_size,
         "chunk_overlap": settings.chunk_overlap,
     }
+    if settings.namespace:   # only when set, so the default index keeps its name
+        shape["namespace"] = settings.namespace
+    return shape
 
 
 def collection_name(settings: Settings) -> str:

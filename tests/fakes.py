@@ -35,6 +35,8 @@ def reply(*sentences, answerable=True) -> dict:
 class QuotingModel:
     """Answers by quoting the first sentence of source 1, cited [1]; as a judge, says 'supported'.
 
+    Given llama-index's stock prompt instead, it quotes the first sentence of the context's last paper.
+
     Deterministic and relevant, so an eval over it has outcomes a test can predict."""
 
     backend = "fake"
@@ -49,6 +51,14 @@ class QuotingModel:
             yield json.dumps({"supported": True})
             return
         self.calls["answer"] += 1
-        source = re.search(r'<source id="1">\nPaper: [^\n]*\n(.*?)\n</source>', messages[-1]["content"], re.S)
-        first = re.split(r"(?<=[.!?])\s", source[1].strip(), maxsplit=1)[0]
-        yield json.dumps(reply((first, [1])))
+        prompt = messages[-1]["content"]
+        source = re.search(r'<source id="1">\nPaper: [^\n]*\n(.*?)\n</source>', prompt, re.S)
+        if source is None:  # llama-index's stock prompt (the naive pipeline of rag bench): plain text
+            context = re.search(r"-{5,}\n(.*?)\n-{5,}", prompt, re.S)[1]
+            yield _first_sentence(context.split("\n\n")[-1])
+            return
+        yield json.dumps(reply((_first_sentence(source[1]), [1])))
+
+
+def _first_sentence(text: str) -> str:
+    return re.split(r"(?<=[.!?])\s", text.strip(), maxsplit=1)[0]

@@ -1,0 +1,322 @@
+"""`rag bench`: ingest, search and answer speed on this machine, beside llama-index's naive pipeline.
+
+Everything runs in a scratch folder (its own index and embedding cache), so the user's
+index is never touched: on a Chroma server the bench's index has its own namespace and
+is dropped afterwards. Measured in one run, side by side:
+- ingest: abstracts/s cold (nothing cached), rebuilt from the embedding cache, unchanged;
+- search: median and 95th percentile over a fixed question list, warm;
+- answers: time to first token, total time and prompt tokens, medians over the example
+  question and a fixed slice of eval/questions.jsonl, and grounding figures of both
+  pipelines on that slice, scored the same way (see grounding_summary).
+With `scale`, the corpus is a synthetic one of that many papers (synthetic.py) and only
+ingest and search are measured; the naive pipeline is not built at that size.
+"""
+
+import contextlib
+import json
+import os
+import resource
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from rag.answer import Answerer, split_plain_reply
+from rag.corpus import load_corpus
+from rag.embedding import load_embed_model
+from rag.index import describe_index, ingest
+from rag.retrieve import Retriever
+from rag.settings import EXAMPLE_QUESTION, Settings, available_cores
+
+WARM_UP_QUESTION = "how can agents learn from human feedback?"   # loads the model; never timed
+SEARCH_QUESTIONS = (
+    EXAMPLE_QUESTION, "Which papers study grokking?", "merging fine-tuned models",
+    "long-form speech generation", "LLM as a judge", "fairness and equalized odds", "k-means local optimality",
+    "planning in model-free reinforcement learning", "causal representation learning", "graph neural networks",
+    "image geolocalization", "sparse autoencoders for interpretability", "multi-agent coordination",
+    "knowledge graph completion", "robot manipulation with point clouds", "layer pruning of LLMs",
+    "activation steering", "visual reasoning in vision-language models", "combinatorial auctions",
+    "online learning regret bounds", "self-play reinforcement learning", "neural responses to images",
+)
+TARGETS = {"first_token_s": 3.0, "total_s": 10.0, "search_p50_ms": 20.0, "search_p50_ms_50k": 100.0}
+RATIO_KEYS = ("ingest_per_s", "search_p50_ms", "search_p95_ms", "first_token_s", "total_s", "prompt_tokens")
+
+
+def run_bench(settings: Settings, scale: int | None = None, seed: int = 0, eval_questions: int = 14,
+              rounds: int = 2, workdir: Path | None = None, progress: bool = True, say=lambda m: None) -> dict:
+    """Measure; returns the figures `rag bench --json` prints."""
+    with _workdir(workdir) as work:
+        bench_settings = settings.with_overrides(home=work / "home", cache_dir=work / "cache",
+                                                 namespace=f"bench-{os.getpid()}" if settings.chroma_url else None)
+        result = {"machine": {"cores": available_cores(), "store": settings.chroma_url or "embedded"}}
+        started = time.perf_counter()
+        load_embed_model(settings.embed_model, settings.embed_batch_size)   # loaded once, outside every timing
+        result["embed_model_load_s"] = round(time.perf_counter() - started, 2)
+        paths = [_synthetic_corpus(settings, scale, seed, work / "corpus", result, say)] if scale else [settings.corpus]
+        try:
+            say("Ingesting (cold, then rebuilt from the embedding cache, then unchanged)…")
+            result |= measure_ingest(bench_settings, paths, progress)
+            say("Searching…")
+            with Retriever(bench_settings.with_overrides(corpus=paths[0])) as retriever:
+                result |= measure_search(retriever.search, rounds)
+                result["open_index_s"] = retriever.open_s
+                if not scale:
+                    answer_settings = bench_settings.with_overrides(cache_dir=settings.cache_dir)
+                    result |= compare_with_naive(answer_settings, retriever, eval_questions, rounds, say)
+            result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        finally:
+            if settings.chroma_url:
+                _drop_index(bench_settings)
+    result["targets"] = TARGETS
+    return result
+
+
+@contextlib.contextmanager
+def _workdir(workdir: Path | None):
+    """The given folder (kept: a rerun resumes its ingest), or a temporary one removed afterwards."""
+    if workdir is not None:
+        Path(workdir).mkdir(parents=True, exist_ok=True)
+        yield Path(workdir)
+        return
+    folder = Path(tempfile.mkdtemp(prefix="rag-bench-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _synthetic_corpus(settings: Settings, n: int, seed: int, folder: Path, result: dict, say) -> Path:
+    from rag.synthetic import write_synthetic_corpus
+
+    started = time.perf_counter()
+    if not (folder / "DONE").is_file() or (folder / "DONE").read_text() != f"{n} {seed}":
+        say(f"Writing a synthetic corpus of {n} papers (seed {seed}) to {folder}…")
+        shutil.rmtree(folder, ignore_errors=True)
+        write_synthetic_corpus(list(load_corpus([settings.corpus]).papers), n, folder, seed)
+        (folder / "DONE").write_text(f"{n} {seed}")
+    result["synthetic"] = {"papers": n, "seed": seed, "seconds": round(time.perf_counter() - started, 1)}
+    return folder
+
+
+def measure_ingest(settings: Settings, paths: list[Path], progress: bool) -> dict:
+    """Abstracts per second: cold, rebuilt from the embedding cache, and with nothing changed."""
+    cold = ingest(settings, paths=paths, progress=progress)
+    rebuilt = ingest(settings, paths=paths, progress=progress, rebuild=True)
+    unchanged = ingest(settings, paths=paths, progress=False)
+    info = describe_index(settings)
+    return {"papers": cold.papers, "chunks": cold.chunks,
+            "ingest_s": round(cold.seconds, 2), "ingest_per_s": _rate(cold.papers, cold.seconds),
+            "ingest_embedded_chunks": cold.embedded, "ingest_cached_chunks": cold.cached,
+            "ingest_cached_per_s": _rate(rebuilt.papers, rebuilt.seconds), "ingest_cached_embedded": rebuilt.embedded,
+            "ingest_unchanged_per_s": _rate(unchanged.papers, unchanged.seconds),
+            "index_mb": round(info.size_bytes / 1e6, 1) if info.size_bytes else None}
+
+
+def measure_search(search, rounds: int) -> dict:
+    """Median and 95th percentile of `search` over SEARCH_QUESTIONS, `rounds` times each, after a warm-up."""
+    search("warm-up question")
+    latencies = []
+    for _ in range(rounds):
+        for question in SEARCH_QUESTIONS:
+            started = time.perf_counter()
+            search(question)
+            latencies.append(1000 * (time.perf_counter() - started))
+    return {"search_p50_ms": round(statistics.median(latencies), 1), "search_p95_ms": round(_p95(latencies), 1),
+            "searches": len(latencies)}
+
+
+def compare_with_naive(settings: Settings, retriever: Retriever, eval_questions: int, rounds: int, say) -> dict:
+    """Ours and the naive pipeline on the same questions, same model: latency, ratios, grounding."""
+    from rag.llm import open_model
+    from rag.naive import NaivePipeline
+
+    questions = eval_slice(retriever, eval_questions)
+    model = open_model(settings)
+    answerer = Answerer(settings, retriever, model)
+    say(f"Answering {1 + len(questions)} questions with rag ({model.backend} {model.model})…")
+    answerer.ask(WARM_UP_QUESTION)
+    ours = [answerer.ask(q.question if q else EXAMPLE_QUESTION) for q in [None] + questions]
+    say("Building the naive llama-index pipeline and answering the same questions…")
+    naive = NaivePipeline(settings, retriever.papers, model)
+    naive_figures = {"ingest_per_s": _rate(len(retriever.papers), naive.build_s)}
+    naive_figures |= measure_search(naive.search, rounds)
+    naive.ask(WARM_UP_QUESTION)
+    naive_answers = [naive.ask(q.question if q else EXAMPLE_QUESTION) for q in [None] + questions]
+    result = {"backend": model.backend, "model": model.model, "questions": 1 + len(questions),
+              "example": _timings([ours[0].timings]), **_timings([a.timings for a in ours])}
+    naive_figures |= {"example": _timings([naive_answers[0].timings]), **_timings([a.timings for a in naive_answers])}
+    result["naive"] = naive_figures
+    if questions:
+        from rag.judge import GroundingJudge
+
+        judge = GroundingJudge(retriever)
+        result["grounding"] = {
+            "ours": grounding_summary([_ours_row(q, a, judge) for q, a in zip(questions, ours[1:])]),
+            "naive": grounding_summary([_naive_row(q, a, judge) for q, a in zip(questions, naive_answers[1:])]),
+            "questions": [q.id for q in questions]}
+    return result
+
+
+def eval_slice(retriever: Retriever, n: int) -> list:
+    """The first n questions of the eval set taken in turn from each type (file order); [] when the
+    index does not hold the eval's papers (another corpus)."""
+    from rag.evaluation import QUESTION_TYPES, EvalError, default_questions, load_questions
+
+    if n <= 0 or not default_questions().is_file():
+        return []
+    try:
+        questions = load_questions(default_questions(), {p.paper_id for p in retriever.papers})
+    except EvalError:
+        return []
+    by_type = [[q for q in questions if q.type == t] for t in QUESTION_TYPES]
+    picked = [group[i] for i in range(max(map(len, by_type))) for group in by_type if i < len(group)]
+    return picked[:n]
+
+
+def _timings(timings: list[dict]) -> dict:
+    """Medians over the answers that asked the model (an answer gated before the model has no first token)."""
+    asked = [t for t in timings if t.get("first_token_s") is not None]
+    return {"first_token_s": _median([t["first_token_s"] for t in asked], 2),
+            "total_s": _median([t["total_s"] for t in timings], 2),
+            "prompt_tokens": _median([t["prompt_tokens"] for t in asked], 0), "asked_model": len(asked)}
+
+
+def _ours_row(question, answer, judge) -> dict:
+    cited = {c.n: c.paper.paper_id for c in answer.citations}
+    sentences = [(s.english or s.text, [cited[n] for n in s.citations if n in cited]) for s in answer.sentences]
+    return _row(question, answer.answer, answer.abstained, sentences, [h.paper.paper_id for h in answer.sources],
+                judge, rests_on=sorted(set(cited.values())))
+
+
+def _naive_row(question, answer, judge) -> dict:
+    sentences = [(text, []) for text, _ in split_plain_reply(answer.answer)]
+    return _row(question, answer.answer, answer.abstained, sentences, answer.source_ids, judge,
+                rests_on=answer.source_ids)
+
+
+def _row(question, text: str, abstained: bool, sentences, source_ids: list[str], judge, rests_on) -> dict:
+    """One answer scored for grounding_summary; `rests_on` are the papers the answer is attributed to."""
+    from rag.answer_eval import contains_all
+
+    answered = not abstained
+    expected = contains_all(text, question.expected) if question.expected and answered else (
+        False if question.expected else None)
+    grounded = [any(judge.supports(s, [pid]) for pid in source_ids) for s, _ in sentences] if answered else []
+    cited_ok = [bool(c) and judge.supports(s, c) for s, c in sentences] if answered else []
+    gold_used = bool(set(question.gold) & set(rests_on))
+    correct = (not answered) if not question.answerable else (
+        answered and (gold_used or not question.gold) and expected is not False)
+    return {"answerable": question.answerable, "answered": answered, "grounded": grounded, "cited_ok": cited_ok,
+            "expected": expected, "correct": correct}
+
+
+def grounding_summary(rows: list[dict]) -> dict:
+    """Shares over the slice, the same definitions for both pipelines:
+    answered (answerable questions answered), unanswerable_abstained, grounded_sentences
+    (answer sentences one of the retrieved papers supports, by the eval's grounding judge),
+    cited_and_supported (sentences whose own citations support them; 0 without citations),
+    expected_found, correct (answered, resting on a gold paper, expected strings present;
+    or abstained when unanswerable)."""
+    answerable = [r for r in rows if r["answerable"]]
+    unanswerable = [r for r in rows if not r["answerable"]]
+    sentences = [g for r in rows for g in r["grounded"]]
+    cited = [c for r in rows for c in r["cited_ok"]]
+    with_expected = [r["expected"] for r in rows if r["expected"] is not None]
+    return {"n": len(rows),
+            "answered": _share(sum(r["answered"] for r in answerable), len(answerable)),
+            "unanswerable_abstained": _share(sum(not r["answered"] for r in unanswerable), len(unanswerable)),
+            "grounded_sentences": _share(sum(sentences), len(sentences)),
+            "cited_and_supported": _share(sum(cited), len(cited)),
+            "expected_found": _share(sum(with_expected), len(with_expected)),
+            "correct": _share(sum(r["correct"] for r in rows), len(rows))}
+
+
+def ratios(result: dict) -> dict:
+    """ours / naive for each figure both have."""
+    naive = result.get("naive") or {}
+    return {key: round(result[key] / naive[key], 2) for key in RATIO_KEYS
+            if result.get(key) is not None and naive.get(key)}
+
+
+def _drop_index(settings: Settings) -> None:
+    from rag.store import open_store
+
+    with open_store(settings) as store:
+        store.drop()
+
+
+def _rate(count: int, seconds: float) -> float | None:
+    return round(count / seconds, 1) if seconds > 0 else None
+
+
+def _median(values, digits: int):
+    return round(statistics.median(values), digits) if values else None
+
+
+def _p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20, method="inclusive")[-1] if len(values) > 1 else values[0]
+
+
+def _share(count: int, total: int) -> float | None:
+    return round(count / total, 3) if total else None
+
+
+def to_json(result: dict) -> str:
+    return json.dumps(result | {"ratios": ratios(result)}, ensure_ascii=False, indent=2)
+
+
+_ROWS = (   # (label, key, target key or None)
+    ("ingest, abstracts/s (cold: nothing cached)", "ingest_per_s", None),
+    ("ingest, abstracts/s (rebuilt from the embedding cache)", "ingest_cached_per_s", None),
+    ("ingest, abstracts/s (nothing changed)", "ingest_unchanged_per_s", None),
+    ("search p50 ms (warm)", "search_p50_ms", "search_p50_ms"),
+    ("search p95 ms (warm)", "search_p95_ms", None),
+    ("first token s (median)", "first_token_s", None),
+    ("total s (median)", "total_s", None),
+    ("prompt tokens (median)", "prompt_tokens", None),
+)
+
+
+def format_table(result: dict) -> str:
+    """The figures as Markdown tables: rag beside the naive pipeline, then grounding."""
+    naive, ratio = result.get("naive") or {}, ratios(result)
+    scale = result.get("synthetic")
+    store = result["machine"]["store"]
+    lines = [f"rag bench: {result['papers']} papers{' (synthetic)' if scale else ''}, {result['chunks']} chunks, "
+             f"{result['machine']['cores']} cores, store {store}"
+             + (f", {result['backend']} {result['model']}" if "model" in result else ""), "",
+             "| figure | rag | naive llama-index | rag / naive | target |", "|---|---|---|---|---|"]
+    for label, key, target in _ROWS:
+        if key in result:
+            goal = TARGETS.get(target + ("_50k" if scale and scale["papers"] > 10_000 else "")) if target else None
+            lines.append(f"| {label} | {_cell(result.get(key))} | {_cell(naive.get(key))} | {_cell(ratio.get(key))} "
+                         f"| {'≤ ' + _cell(goal) if goal else ''} |")
+    if "example" in result:
+        for key, label in (("first_token_s", "first token s"), ("total_s", "total s")):
+            lines.append(f"| example question, {label} | {_cell(result['example'][key])} | "
+                         f"{_cell(naive['example'][key])} | | ≤ {_cell(TARGETS[key])} |")
+    lines.append("")
+    extra = [("open the index s", result.get("open_index_s")), ("index size MB", result.get("index_mb")),
+             ("peak RSS MB (this process)", result.get("peak_rss_mb")),
+             ("chunks embedded / from cache (cold ingest)",
+              f"{result.get('ingest_embedded_chunks')} / {result.get('ingest_cached_chunks')}"),
+             ("synthetic corpus written s", scale["seconds"] if scale else None)]
+    lines += [f"{label}: {_cell(value)}" for label, value in extra if value is not None]
+    grounding = result.get("grounding")
+    if grounding:
+        lines += ["", f"Grounding on {grounding['ours']['n']} eval questions, scored the same way for both "
+                  "(rag/bench.py grounding_summary):", "", "| metric | rag | naive llama-index |", "|---|---|---|"]
+        lines += [f"| {metric} | {_cell(value)} | {_cell(grounding['naive'][metric])} |"
+                  for metric, value in grounding["ours"].items() if metric != "n"]
+    if scale:
+        lines += ["", "At this scale only ingest and search are measured (no naive pipeline, no answers)."]
+    return "\n".join(lines)
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:,.3f}" if value < 1 else f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
+    return str(value)

@@ -1,0 +1,101 @@
+"""`rag bench`: figures present and plausible, ours beside the naive pipeline, scale and server paths.
+
+The LLM is a fake (QuotingModel) so these run in CI; the real-model figures are in the
+closing notes and the README, measured with `rag bench`.
+"""
+
+import json
+
+import pytest
+from conftest import DATA
+from fakes import QuotingModel
+from servers import chroma_server
+
+from rag import bench, cli, llm
+from rag.naive import NaiveAnswer
+from rag.settings import Settings
+from rag.store import open_store
+
+
+@pytest.fixture
+def quoting_model(monkeypatch):
+    model = QuotingModel()
+    monkeypatch.setattr(llm, "open_model", lambda settings: model)
+    return model
+
+
+def test_bench_measures_both_pipelines_side_by_side(quoting_model, tmp_path):
+    user = Settings(home=tmp_path / "user-home", cache_dir=tmp_path / "user-cache", corpus=DATA, translate="off")
+    result = bench.run_bench(user, eval_questions=7, rounds=1, progress=False)
+    assert result["papers"] == 80 and result["chunks"] >= 80
+    assert result["ingest_embedded_chunks"] == result["chunks"] and result["ingest_cached_chunks"] == 0
+    assert result["ingest_cached_embedded"] == 0        # the rebuild took every vector from the cache
+    for key in ("ingest_per_s", "ingest_cached_per_s", "ingest_unchanged_per_s", "search_p50_ms", "search_p95_ms",
+                "first_token_s", "total_s", "prompt_tokens"):
+        assert result[key] > 0, key
+        assert key in result["naive"] or key.startswith("ingest_") and key != "ingest_per_s", key
+    assert result["search_p95_ms"] >= result["search_p50_ms"]
+    assert result["questions"] == 8 and result["naive"]["example"]["first_token_s"] is not None
+    assert quoting_model.calls["answer"] >= 8
+    assert result["grounding"]["ours"]["n"] == 7 == len(result["grounding"]["questions"])
+    ratio = bench.ratios(result)
+    assert ratio["first_token_s"] == round(result["first_token_s"] / result["naive"]["first_token_s"], 2)
+    assert not (tmp_path / "user-home").exists() and not (tmp_path / "user-cache" / "embeddings").exists()
+    table = bench.format_table(result)
+    assert "| search p50 ms (warm) |" in table and "Grounding on 7 eval questions" in table
+
+
+def test_grounding_summary_scores_both_pipelines_alike():
+    rows = [
+        {"answerable": True, "answered": True, "grounded": [True, False], "cited_ok": [True, False],
+         "expected": True, "correct": True},
+        {"answerable": True, "answered": False, "grounded": [], "cited_ok": [], "expected": False, "correct": False},
+        {"answerable": False, "answered": False, "grounded": [], "cited_ok": [], "expected": None, "correct": True},
+    ]
+    assert bench.grounding_summary(rows) == {"n": 3, "answered": 0.5, "unanswerable_abstained": 1.0,
+                                             "grounded_sentences": 0.5, "cited_and_supported": 0.5,
+                                             "expected_found": 0.5, "correct": 0.667}
+
+
+@pytest.mark.parametrize("text, abstained", [
+    ("GFPO filters responses by length.", False),
+    ("The context does not provide information about lidar.", True),
+    ("", True),
+])
+def test_naive_answers_that_say_they_cannot_answer_count_as_abstentions(text, abstained):
+    assert NaiveAnswer("q", text, []).abstained is abstained
+
+
+def test_bench_at_scale_on_a_chroma_server_leaves_the_servers_other_indexes_alone(quoting_model, tmp_path):
+    with chroma_server(tmp_path / "server") as url:
+        user = Settings(home=tmp_path / "home", cache_dir=tmp_path / "cache", corpus=DATA, chroma_url=url)
+        with open_store(user) as store:
+            store.collection(create=True).add(ids=["keep"], embeddings=[[0.1] * 384], documents=["mine"])
+        result = bench.run_bench(user, scale=120, rounds=1, progress=False, workdir=tmp_path / "work")
+        assert result["papers"] == 120 and result["synthetic"]["papers"] == 120
+        assert result["search_p50_ms"] > 0 and "naive" not in result and quoting_model.calls["answer"] == 0
+        with open_store(user) as store:
+            names = [c.name for c in store.client.list_collections()]
+            assert names == [store.name] and store.collection(create=False).count() == 1
+    # the work folder stays: a second run resumes from the embedding cache instead of embedding again
+    again = bench.run_bench(Settings(home=tmp_path / "home", cache_dir=tmp_path / "cache", corpus=DATA),
+                            scale=120, rounds=1, progress=False, workdir=tmp_path / "work")
+    assert again["ingest_embedded_chunks"] == 0 and again["ingest_cached_chunks"] == again["chunks"]
+
+
+def test_rag_bench_json_prints_the_figures(quoting_model, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("RAG_CACHE_DIR", str(tmp_path / "cache"))
+    assert cli.main(["bench", "--scale", "40", "--rounds", "1", "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert {"ingest_per_s", "search_p50_ms", "search_p95_ms", "papers", "peak_rss_mb", "ratios"} <= set(figures)
+    assert figures["papers"] == 40
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench", "--scale", "0"], "--scale must be at least 1"),
+    (["bench", "--rounds", "0"], "--rounds must be at least 1"),
+])
+def test_rag_bench_refuses_bad_numbers_in_one_line(argv, message, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
