@@ -1,0 +1,114 @@
+"""Embeddings on disk by text, so no chunk text is embedded twice by the same model.
+
+One SQLite file per embedding model, cache_dir/embeddings/<model key>.sqlite3: float32
+vectors keyed by the sha256 of the text. The model is in the file name, so one model never
+reads another's vectors; the store is not, so a rebuilt index or a second store (a Chroma
+server) reuses the vectors. Every put_many commits (WAL journal), so an ingest killed
+midway keeps what it embedded. This module stores and looks up; it does not embed.
+"""
+
+import contextlib
+import hashlib
+import re
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+from rag.errors import StoreError
+
+CACHE_FORMAT = 1
+LOOKUP_CHUNK = 500  # keys per SELECT, well under SQLite's limit on bound parameters
+
+
+def cache_path(cache_dir: Path, model: str) -> Path:
+    """The cache file of embedding model `model` (a bundled name or a model folder)."""
+    return Path(cache_dir) / "embeddings" / f"{model_key(model)}.sqlite3"
+
+
+def model_key(model: str) -> str:
+    """A file-name-safe key for a model: its readable tail plus a hash of the whole name.
+
+    'all-MiniLM-L6-v2' -> 'all-MiniLM-L6-v2-07db4e1f'; '/models/my model' -> 'my_model-<hash>'."""
+    tail = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(model).name or model).strip("._-")[:60] or "model"
+    return f"{tail}-{hashlib.sha256(model.encode()).hexdigest()[:8]}"
+
+
+def text_key(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+class EmbeddingCache:
+    """Vectors by text in one SQLite file; use as a context manager, or call close()."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._db = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=30)
+            found = self._prepare()
+        except (OSError, sqlite3.Error) as err:
+            self.close()
+            raise self._error(err) from err
+        if found != str(CACHE_FORMAT):
+            self.close()
+            raise StoreError(f"the embedding cache {self.path} has format {found}, this rag reads "
+                             f"{CACHE_FORMAT}: delete the file (its vectors are embedded again as needed)")
+
+    def _prepare(self) -> str:
+        """Create the tables of a new file; return the file's format."""
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID")
+        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (str(CACHE_FORMAT),))
+        self._db.commit()
+        return self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()[0]
+
+    def get_many(self, texts: list[str]) -> list[list[float] | None]:
+        """The cached vector of each text, None where there is none."""
+        keys = [text_key(t) for t in texts]
+        found: dict[bytes, list[float]] = {}
+        with self._guard():
+            for start in range(0, len(keys), LOOKUP_CHUNK):
+                part = keys[start:start + LOOKUP_CHUNK]
+                rows = self._db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({','.join('?' * len(part))})",
+                                        part)
+                found.update((key, np.frombuffer(blob, dtype=np.float32).tolist()) for key, blob in rows)
+        return [found.get(key) for key in keys]
+
+    def put_many(self, texts: list[str], vectors) -> None:
+        """Store one vector per text (as float32) and commit."""
+        if len(texts) != len(vectors):
+            raise ValueError(f"{len(texts)} texts but {len(vectors)} vectors")
+        rows = [(text_key(t), np.asarray(v, dtype=np.float32).tobytes()) for t, v in zip(texts, vectors)]
+        with self._guard():
+            self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
+            self._db.commit()
+
+    def __len__(self) -> int:
+        with self._guard():
+            return self._db.execute("SELECT count(*) FROM vectors").fetchone()[0]
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> "EmbeddingCache":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _guard(self):
+        """Turn an SQLite error (a file corrupted after it was opened) into the one-line StoreError."""
+        try:
+            yield
+        except sqlite3.Error as err:
+            raise self._error(err) from err
+
+    def _error(self, err: Exception) -> StoreError:
+        return StoreError(f"cannot use the embedding cache {self.path} ({err}): delete the file "
+                          "(its vectors are embedded again as needed) or fix its permissions")
