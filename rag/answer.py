@@ -15,7 +15,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from rag.corpus import Paper
+from rag.corpus import Paper, split_sentences
+from rag.embed_cache import EmbeddingCache, cache_path
 from rag.grounding import GroundingChecker, cosine
 from rag.llm import BackendError
 from rag.prompts import load_prompt
@@ -27,6 +28,7 @@ CANNOT_ANSWER = "The provided papers do not answer this question."
 MAX_CITATIONS_PER_SENTENCE = 3
 MAX_SENTENCE_CHARS = 280   # one claim per sentence, so each is checked on its own
 ANSWER_SCHEMA_VERSION = 1
+MAX_CACHED_SENTENCES = 20_000
 
 
 def answer_schema(max_sentences: int) -> dict:
@@ -120,6 +122,7 @@ class Answerer:
         if retriever.translator:
             retriever.translator.use_model(model)
         self.user_prompt = load_prompt("answer_user")
+        self._vectors: dict[str, list[float]] = {}
 
     def ask(self, question: str, k: int | None = None, filters: Filters = Filters(),
             on_sentence=lambda sentence: None, on_text=lambda text: None) -> Answer:
@@ -206,14 +209,12 @@ class Answerer:
         return record
 
     def build_sources(self, hits: list[Hit], query_embedding) -> list[Source]:
-        """The most relevant chunks of the retrieved papers within the token budget, numbered by rank."""
-        chunks = self.retriever.chunks_of([h.paper.paper_id for h in hits])
-        scored = []
-        for rank, hit in enumerate(hits):
-            for number, (text, embedding) in enumerate(chunks.get(hit.paper.paper_id, [])):
-                scored.append((cosine(query_embedding, embedding), rank, number, text, embedding))
+        """The passages of the retrieved papers most similar to the question, within the token budget,
+        numbered by rank; a paper none of whose passages fit is left out."""
+        passages = self._sentences_of(hits) if self.settings.context_unit == "sentence" else self._chunks_of(hits)
+        scored = sorted(passages, key=lambda p: -cosine(query_embedding, p[3]))
         budget, chosen = self.settings.context_tokens, []
-        for _score, rank, number, text, embedding in sorted(scored, key=lambda c: -c[0]):
+        for rank, number, text, embedding in scored:
             cost = count_tokens(text)
             if cost <= budget:
                 chosen.append((rank, number, text, embedding))
@@ -221,9 +222,52 @@ class Answerer:
         sources = []
         for rank, hit in enumerate(hits):
             mine = sorted((number, text, embedding) for r, number, text, embedding in chosen if r == rank)
-            if mine:
-                sources.append(Source(len(sources) + 1, hit, [t for _, t, _ in mine], [e for _, _, e in mine]))
+            if mine:   # chunks overlap, so only neighbouring sentences are joined
+                texts = _join_runs(mine) if self.settings.context_unit == "sentence" else [t for _, t, _ in mine]
+                sources.append(Source(len(sources) + 1, hit, texts, [e for _, _, e in mine]))
         return sources
+
+    def _chunks_of(self, hits: list[Hit]) -> list[tuple]:
+        """(rank, chunk number, text, stored embedding) of every chunk of the hits' papers."""
+        chunks = self.retriever.chunks_of([h.paper.paper_id for h in hits])
+        return [(rank, number, text, embedding) for rank, hit in enumerate(hits)
+                for number, (text, embedding) in enumerate(chunks.get(hit.paper.paper_id, []))]
+
+    def _sentences_of(self, hits: list[Hit]) -> list[tuple]:
+        """(rank, sentence number, text, embedding) of every sentence of the hits' abstracts."""
+        sentences = [(rank, number, text) for rank, hit in enumerate(hits)
+                     for number, text in enumerate(split_sentences(hit.paper.text))]
+        vectors = self._sentence_vectors([text for _, _, text in sentences])
+        return [(rank, number, text, vector) for (rank, number, text), vector in zip(sentences, vectors)]
+
+    def _sentence_vectors(self, texts: list[str]) -> list[list[float]]:
+        """Embeddings of abstract sentences: from memory, else the embedding cache on disk, else embedded
+        now and cached (so a new process, or the next question about the same papers, embeds nothing)."""
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            if len(self._vectors) > MAX_CACHED_SENTENCES:
+                self._vectors.clear()
+            with EmbeddingCache(cache_path(self.settings.cache_dir, self.settings.embed_model)) as cache:
+                found = dict(zip(missing, cache.get_many(missing)))
+                new = [t for t in missing if found[t] is None]
+                if new:
+                    vectors = self.retriever.embed_model.get_text_embedding_batch(new)
+                    cache.put_many(new, vectors)
+                    found.update(zip(new, vectors))
+            self._vectors.update(found)
+        return [self._vectors[t] for t in texts]
+
+
+def _join_runs(passages: list[tuple[int, str, list[float]]]) -> list[str]:
+    """Sentences in document order, neighbours joined into one piece (a gap becomes ' … ' in Source.text)."""
+    pieces, last = [], None
+    for number, text, _ in passages:
+        if last is not None and number == last + 1 and pieces:
+            pieces[-1] += " " + text
+        else:
+            pieces.append(text)
+        last = number
+    return pieces
 
 
 def format_sources(sources: list[Source]) -> str:

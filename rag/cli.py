@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from rag.errors import RagError, UsageError
-from rag.settings import EXAMPLE_QUESTION, Settings
+from rag.settings import Settings
 
 
 class _Parser(argparse.ArgumentParser):

@@ -27,6 +27,7 @@ CORPUS_SUFFIX = ".txt"
 _SURNAME_PARTICLES = {"van", "von", "de", "der", "den", "da", "di", "du", "del", "della",
                       "le", "la", "dos", "das", "ter", "ten", "bin", "al", "el"}
 _URL = re.compile(r"https?://[^\s\[\]()<>\"']+")
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+(?=[A-Z0-9\"“(\[$\\]|[^\x00-\x7f])")
 
 
 @dataclass(frozen=True)
@@ -304,3 +305,8 @@ def fold(text: str) -> str:
 def name_tokens(text: str) -> list[str]:
     """The words of a name, folded: 'Hanyang(Jeremy) Chen' -> ['hanyang', 'jeremy', 'chen']."""
     return re.findall(r"\w+", fold(text))
+
+
+def split_sentences(text: str) -> list[str]:
+    """Abstract text -> sentences (a period followed by a capital, digit or non-ASCII start)."""
+    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]

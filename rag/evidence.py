@@ -6,16 +6,15 @@ is taken as its evidence when it is close enough. Unsupported sentences get no
 evidence. Deterministic, no LLM; this module renders nothing.
 """
 
-import re
 from dataclasses import dataclass
 
 from rag.answer import Answer
+from rag.corpus import split_sentences  # noqa: F401  (ui/render.py takes it from here)
 from rag.grounding import GroundingChecker, cosine
 
 MIN_EVIDENCE_SIMILARITY = 0.4   # cosine of answer sentence and abstract sentence ...
 MIN_EVIDENCE_TERMS = 0.6        # ... or this share of the answer sentence's key terms
 TERM_WEIGHT = 0.3               # how much shared terms count when choosing the best sentence
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+(?=[A-Z0-9\"“(\[$\\]|[^\x00-\x7f])")
 
 
 @dataclass(frozen=True)
@@ -28,11 +27,6 @@ class HighlightedAbstract:
 
     def supporting_sentences(self) -> list[str]:
         return [s for i, s in enumerate(self.sentences) if i in self.supporting]
-
-
-def split_sentences(text: str) -> list[str]:
-    """Abstract text -> sentences (a period followed by a capital, digit or non-ASCII start)."""
-    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
 
 
 def highlight_evidence(answer: Answer, grounding: GroundingChecker) -> dict[str, HighlightedAbstract]:

@@ -107,6 +107,8 @@ class Settings:
     max_tokens: int = _setting(DEFAULT_MAX_TOKENS, "Most tokens an answer may take.", "RAG_MAX_TOKENS")
     context_tokens: int = _setting(DEFAULT_CONTEXT_TOKENS, "Token budget (tiktoken cl100k) for the source "
                                    "chunks in the prompt.", "RAG_CONTEXT_TOKENS")
+    context_unit: str = _setting("chunk", "What fills the context budget: chunk (the most similar stored "
+                                 "chunks) or sentence (the most similar abstract sentences).", "RAG_CONTEXT_UNIT")
     max_sentences: int = _setting(DEFAULT_MAX_SENTENCES, "Most sentences in an answer.", "RAG_MAX_SENTENCES")
     answer_format: str = _setting("json", "How the model writes: json (schema-constrained sentences with "
                                   "source lists) or text ([n] markers, few-shot prompt).", "RAG_ANSWER_FORMAT")
@@ -130,6 +132,8 @@ class Settings:
             raise UsageError(f"retrieval must be one of {', '.join(RETRIEVAL_METHODS)}, got {self.retrieval!r}")
         if self.translate not in ("auto", "off"):
             raise UsageError(f"translate must be auto or off, got {self.translate!r}")
+        if self.context_unit not in ("chunk", "sentence"):
+            raise UsageError(f"context unit must be chunk or sentence, got {self.context_unit!r}")
         if self.answer_format not in ("json", "text"):
             raise UsageError(f"answer format must be json or text, got {self.answer_format!r}")
         for name in ("keyword_weight", "author_weight", "category_weight"):

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import SMALL_PAPERS, write_corpus
 from fakes import ScriptedModel, reply
-from rag.answer import (CANNOT_ANSWER, Answerer, ReplyParser, format_sources, split_inline_citations,
+from rag.answer import (CANNOT_ANSWER, Answerer, ReplyParser, count_tokens, format_sources, split_inline_citations,
                         split_plain_reply)
 from rag.prompts import PromptError, load_prompt
 from rag.retrieve import Retriever
@@ -220,3 +220,28 @@ def test_a_cut_text_is_not_cut_after_et_al():
     text = ("Wang et al. show that pruning the last layers keeps accuracy. They then fine-tune "
             + "the head " * 40)[:MAX_SENTENCE_CHARS]
     assert trim_cut_text(text) == "Wang et al. show that pruning the last layers keeps accuracy."
+
+
+def test_sentence_context_gives_the_sentences_most_like_the_question_within_budget(retriever, tmp_path,
+                                                                                    monkeypatch):
+    settings = retriever.settings.with_overrides(context_unit="sentence", context_tokens=40, cache_dir=tmp_path)
+    answerer = Answerer(settings, retriever, ScriptedModel())
+    found = retriever.search("How long after training accuracy saturates does test accuracy jump?", k=3)
+    sources = answerer.build_sources(found.hits, found.query_embedding)
+    assert sum(count_tokens(chunk) for s in sources for chunk in s.chunks) <= 40
+    assert [s.n for s in sources] == list(range(1, len(sources) + 1))
+    assert sources[0].hit.paper.label == "Lovelace and Babbage"
+    assert sources[0].text.startswith("Test accuracy jumps long after training accuracy saturates")
+    assert "modular arithmetic" not in sources[0].text   # the paper's other sentence did not fit
+    assert len(sources[0].embeddings) == 1
+    assert (tmp_path / "embeddings").is_dir()       # the sentence vectors are kept for the next process
+    fresh = Answerer(settings, retriever, ScriptedModel())
+    monkeypatch.setattr(retriever, "embed_model", None)   # a new process finds every vector on disk
+    assert fresh.build_sources(found.hits, found.query_embedding)[0].text == sources[0].text
+
+
+def test_neighbouring_sentences_join_and_a_gap_shows():
+    from rag.answer import Source, _join_runs
+    pieces = _join_runs([(0, "A.", [0.0]), (1, "B.", [0.0]), (3, "D.", [0.0])])
+    assert pieces == ["A. B.", "D."]
+    assert Source(1, None, pieces, []).text == "A. B. … D."

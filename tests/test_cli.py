@@ -1,5 +1,6 @@
 """The `rag` command: output, exit codes, one-line errors and batch mode."""
 
+import io
 import json
 import os
 import subprocess
@@ -8,12 +9,12 @@ import sys
 import pytest
 
 from conftest import SMALL_PAPERS, write_corpus
+from rag import cli
 from rag.cli import main
 
 
 def run(argv, capsys, stdin=None, monkeypatch=None):
     if stdin is not None:
-        import io
         monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
     code = main(argv)
     out, err = capsys.readouterr()
@@ -183,3 +184,22 @@ def test_ask_empty_question_is_a_usage_error_before_any_model_loads(capsys, monk
     monkeypatch.setattr(rag.llm, "open_model", lambda settings: pytest.fail("model loaded"))
     code, out, err = run(["ask", "  "], capsys)
     assert code == 2 and err.count("\n") == 1 and "question is empty" in err
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_questions_typed_into_a_terminal_are_read_one_at_a_time_with_a_prompt(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", _Terminal("first question\nsecond\n"))
+    lines = cli._stdin_lines()
+    assert next(lines) == "first question"
+    assert sys.stdin.tell() == len("first question\n")    # the second line is not read yet
+    assert list(lines) == ["second"]
+    assert capsys.readouterr().err == "question> " * 3
+
+
+def test_piped_questions_get_no_prompt(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a\r\nb\n"))
+    assert list(cli._stdin_lines()) == ["a", "b"] and capsys.readouterr().err == ""

@@ -2,7 +2,6 @@
 
 import pytest
 
-from conftest import SMALL_PAPERS
 from fakes import ScriptedModel, reply
 from rag.corpus import load_corpus
 from rag.mentions import MentionIndex, category_key

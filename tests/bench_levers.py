@@ -1,0 +1,100 @@
+"""Benchmark: what each latency lever of the local model buys, side by side in one run.
+
+Run: .venv/bin/python tests/bench_levers.py [--questions 5]
+For the example question and the next search questions of rag.bench (warm: model loaded,
+a warm-up question asked first), prints median time to first token, total time and
+prompt tokens under: the defaults; smaller context budgets, by chunk and by sentence;
+llama.cpp's prefix cache defeated (the system prompt evaluated every time); n_ctx 2048;
+one thread; and a new `rag ask` process per question (the models loaded every time).
+Quality is not measured here: compare settings with `rag eval --diff`.
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rag.answer import Answerer
+from rag.bench import SEARCH_QUESTIONS, WARM_UP_QUESTION
+from rag.llm import LocalModel
+from rag.retrieve import Retriever
+from rag.settings import Settings
+
+LEVERS = {   # name -> settings overrides
+    "defaults": {},
+    "context 600 tokens": {"context_tokens": 600},
+    "context 400 tokens": {"context_tokens": 400},
+    "context 400 tokens, by sentence": {"context_tokens": 400, "context_unit": "sentence"},
+    "context 300 tokens, by sentence": {"context_tokens": 300, "context_unit": "sentence"},
+    "n_ctx 2048": {"n_ctx": 2048},
+    "1 thread": {"threads": 1},
+}
+
+
+class ForgetfulModel:
+    """The local model with llama.cpp's prompt cache emptied before every request."""
+
+    def __init__(self, local: LocalModel):
+        self.local, self.backend, self.model = local, local.backend, local.model
+
+    def stream(self, messages, schema, max_tokens):
+        self.local._llama.reset()
+        yield from self.local.stream(messages, schema, max_tokens)
+
+
+def in_process(settings: Settings, retriever: Retriever, questions: list[str], forget: bool = False) -> list[dict]:
+    model = ForgetfulModel(LocalModel(settings)) if forget else LocalModel(settings)
+    answerer = Answerer(settings, retriever, model)
+    answerer.ask(WARM_UP_QUESTION)
+    return [answerer.ask(q).timings for q in questions]
+
+
+def new_process(settings: Settings, questions: list[str]) -> list[dict]:
+    """`rag ask --json` in a fresh process per question: total is the process's wall time."""
+    rows = []
+    for question in questions:
+        started = time.perf_counter()
+        out = subprocess.run([str(Path(sys.executable).parent / "rag"), "ask", "--json", question],
+                             capture_output=True, text=True, check=True)
+        timings = json.loads(out.stdout)["timings"]
+        wall = time.perf_counter() - started
+        # first token as the user sees it: start-up (wall minus in-process total) plus the in-process first token
+        rows.append({"first_token_s": wall - timings["total_s"] + timings["first_token_s"], "total_s": wall,
+                     "prompt_tokens": timings["prompt_tokens"]})
+    return rows
+
+
+def summary(rows: list[dict]) -> dict:
+    asked = [r for r in rows if r["first_token_s"] is not None]
+    return {"first_token_s": statistics.median(r["first_token_s"] for r in asked),
+            "total_s": statistics.median(r["total_s"] for r in rows),
+            "prompt_tokens": statistics.median(r["prompt_tokens"] for r in asked)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--questions", type=int, default=5)
+    args = parser.parse_args()
+    questions = list(SEARCH_QUESTIONS[:args.questions])
+    base = Settings()
+    results = {}
+    with Retriever(base) as retriever:
+        for name, overrides in LEVERS.items():
+            results[name] = summary(in_process(base.with_overrides(**overrides), retriever, questions))
+            print(f"{name}: {results[name]}", file=sys.stderr, flush=True)
+        results["prefix cache emptied before each"] = summary(in_process(base, retriever, questions, forget=True))
+    results["new process per question"] = summary(new_process(base, questions))
+    first = results["defaults"]
+    print(f"{len(questions)} questions (the first is the example question), medians, {base.threads or 'all'} threads\n")
+    print("| lever | first token s | total s | prompt tokens | first token vs defaults |")
+    print("|---|---|---|---|---|")
+    for name, row in results.items():
+        print(f"| {name} | {row['first_token_s']:.2f} | {row['total_s']:.2f} | {row['prompt_tokens']:.0f} "
+              f"| {row['first_token_s'] / first['first_token_s']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
