@@ -317,6 +317,8 @@ def format_table(result: dict) -> str:
 def _cell(value) -> str:
     if value is None:
         return "—"
-    if isinstance(value, float):
-        return f"{value:,.3f}" if value < 1 else f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
-    return str(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int) or value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3f}" if value <= 1 else f"{value:.1f}"

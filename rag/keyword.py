@@ -3,25 +3,43 @@
 Covers what the embedding model misses: rare technical terms such as 'grokking', author
 names and category words. Scores whole papers (cleaned abstract text, authors and
 category, accent-folded, English stemming and stopwords); it neither embeds nor fuses:
-retrieve.py combines these scores with dense ones.
+retrieve.py combines these scores with dense ones. Building the index takes seconds at
+tens of thousands of papers, so it can be kept on disk and reused while the papers are
+the same.
 """
 
+import hashlib
 import logging
+import os
+import shutil
+from pathlib import Path
 
 from rag.corpus import Paper, fold
 
+KEYWORD_FORMAT = 1   # bump when searchable_text or the tokenisation changes
+_COMPLETE = "complete"
+
 
 class KeywordIndex:
-    """An in-memory BM25 index over the given papers."""
+    """A BM25 index over the given papers, built in memory or read from `folder`."""
 
-    def __init__(self, papers: list[Paper]):
-        from llama_index.core.schema import TextNode
+    def __init__(self, papers: list[Paper], folder: Path | None = None):
         from llama_index.retrievers.bm25 import BM25Retriever
 
         logging.getLogger("bm25s").setLevel(logging.ERROR)
-        nodes = [TextNode(id_=p.paper_id, text=searchable_text(p)) for p in papers]
-        self._retriever = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=len(nodes),
-                                                      language="en") if nodes else None
+        self._retriever = None
+        if not papers:
+            return
+        saved = Path(folder) / papers_key(papers) if folder is not None else None
+        if saved is not None and (saved / _COMPLETE).is_file():
+            try:
+                self._retriever = BM25Retriever.from_persist_dir(str(saved), show_progress=False)
+                return
+            except (OSError, ValueError, KeyError):
+                pass   # unreadable: build it again below
+        self._retriever = _build(papers)
+        if saved is not None:
+            _save(self._retriever, saved)
 
     def scores(self, question: str, top_n: int) -> dict[str, float]:
         """paper_id -> BM25 score for the best `top_n` papers with a score above zero."""
@@ -35,3 +53,35 @@ class KeywordIndex:
 def searchable_text(paper: Paper) -> str:
     """What BM25 indexes of a paper: abstract, authors and category, accent-folded."""
     return fold("\n".join([paper.text, ", ".join(paper.authors), paper.category or ""]))
+
+
+def papers_key(papers: list[Paper]) -> str:
+    """Names the saved index of exactly these papers (their ids cover text and authors; the category too)."""
+    digest = hashlib.sha256(f"keyword-format-{KEYWORD_FORMAT}".encode())
+    for paper_id, category in sorted((p.paper_id, p.category or "") for p in papers):
+        digest.update(f"\n{paper_id}\t{category}".encode())
+    return digest.hexdigest()[:16]
+
+
+def _build(papers: list[Paper]):
+    from llama_index.core.schema import TextNode
+    from llama_index.retrievers.bm25 import BM25Retriever
+
+    nodes = [TextNode(id_=p.paper_id, text=searchable_text(p)) for p in papers]
+    return BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=len(nodes), language="en")
+
+
+def _save(retriever, target: Path) -> None:
+    """Write the index next to its final place, then move it there; older saved indexes are removed."""
+    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
+    try:
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        retriever.persist(str(partial), show_progress=False)
+        (partial / _COMPLETE).touch()
+        for old in target.parent.iterdir():
+            if old != partial:
+                shutil.rmtree(old, ignore_errors=True)
+        partial.rename(target)
+    except OSError:
+        shutil.rmtree(partial, ignore_errors=True)   # keeping it is only a speed-up

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import SMALL_PAPERS, write_corpus
+from conftest import DATA, SMALL_PAPERS, write_corpus
 from rag.corpus import clean_text
 from rag.errors import UsageError
 from rag.retrieve import Filters, Retriever, author_matches
@@ -109,3 +109,20 @@ def test_first_search_on_an_empty_index_ingests_the_corpus(tmp_path):
         result = retriever.search("compiler for business programs", k=1)
     assert said and "ingesting" in said[0] and str(corpus) in said[0]
     assert first_authors(result) == ["Grace Hopper"]
+
+
+def test_the_keyword_index_is_kept_on_disk_and_rebuilt_when_the_papers_change(tmp_path, monkeypatch):
+    from rag import keyword
+    from rag.corpus import load_corpus
+
+    papers = list(load_corpus([DATA]).papers)
+    built = keyword.KeywordIndex(papers, tmp_path)
+    saved = list(tmp_path.iterdir())
+    assert [p.name for p in saved] == [keyword.papers_key(papers)] and (saved[0] / "complete").is_file()
+    monkeypatch.setattr(keyword, "_build", lambda papers: pytest.fail("rebuilt an index that was saved"))
+    again = keyword.KeywordIndex(papers, tmp_path)
+    assert again.scores("Which papers study grokking?", 5) == built.scores("Which papers study grokking?", 5)
+    monkeypatch.undo()
+    fewer = keyword.KeywordIndex(papers[:40], tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [keyword.papers_key(papers[:40])]   # the old one is gone
+    assert set(fewer.scores("Which papers study grokking?", 80)) <= {p.paper_id for p in papers[:40]}
