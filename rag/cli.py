@@ -164,7 +164,8 @@ def run_ingest(args) -> int:
         return 0
     print(f"Indexed {report.papers} papers ({report.chunks} chunks) in {report.seconds:.1f} s: "
           f"{report.added} added, {report.updated} updated, {report.removed} removed, "
-          f"{report.unchanged} unchanged.")
+          f"{report.unchanged} unchanged; {report.embedded} chunks embedded, {report.cached} from the "
+          "embedding cache.")
     print(f"Index {report.index} at {report.location}")
     return 0
 
