@@ -87,7 +87,8 @@ def test_rag_bench_json_prints_the_figures(quoting_model, capsys, monkeypatch, t
     monkeypatch.setenv("RAG_CACHE_DIR", str(tmp_path / "cache"))
     assert cli.main(["bench", "--scale", "40", "--rounds", "1", "--json"]) == 0
     figures = json.loads(capsys.readouterr().out)
-    assert {"ingest_per_s", "search_p50_ms", "search_p95_ms", "papers", "peak_rss_mb", "ratios"} <= set(figures)
+    assert {"ingest_per_s", "search_p50_ms", "search_p95_ms", "papers", "peak_rss_mb", "ratios", "open_index_s",
+            "reopen_index_s"} <= set(figures)
     assert figures["papers"] == 40
 
 
