@@ -306,7 +306,7 @@ def format_table(result: dict) -> str:
              ("chunks embedded / from cache (cold ingest)",
               f"{result.get('ingest_embedded_chunks')} / {result.get('ingest_cached_chunks')}"),
              ("synthetic corpus written s", scale["seconds"] if scale else None)]
-    lines += [f"{label}: {_cell(value)}" for label, value in extra if value is not None]
+    lines += [f"- {label}: {_cell(value)}" for label, value in extra if value is not None]
     grounding = result.get("grounding")
     if grounding:
         lines += ["", f"Grounding on {grounding['ours']['n']} eval questions, scored the same way for both "
