@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from rag.corpus import Paper, split_sentences
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.grounding import GroundingChecker, cosine
+from rag.index import embed_texts
 from rag.llm import BackendError
 from rag.prompts import load_prompt
 from rag.retrieve import Filters, Hit, Retriever
@@ -248,13 +249,8 @@ class Answerer:
             if len(self._vectors) > MAX_CACHED_SENTENCES:
                 self._vectors.clear()
             with EmbeddingCache(cache_path(self.settings.cache_dir, self.settings.embed_model)) as cache:
-                found = dict(zip(missing, cache.get_many(missing)))
-                new = [t for t in missing if found[t] is None]
-                if new:
-                    vectors = self.retriever.embed_model.get_text_embedding_batch(new)
-                    cache.put_many(new, vectors)
-                    found.update(zip(new, vectors))
-            self._vectors.update(found)
+                vectors, _ = embed_texts(missing, cache, self.settings)
+            self._vectors.update(zip(missing, vectors))
         return [self._vectors[t] for t in texts]
 
 

@@ -202,7 +202,8 @@ class Retriever:
         while True:
             found = self.collection.query(query_embeddings=[query], n_results=n, where=where,
                                           include=["documents", "distances"])
-            best = _best_chunk_per_paper(found)
+            best = _best_chunk_per_paper(found["ids"][0], found["documents"][0],
+                                         [1.0 - d for d in found["distances"][0]])
             if len(best) >= k or n >= total:
                 return best
             n = min(total, n * 4)
@@ -215,12 +216,7 @@ class Retriever:
         if not found["ids"]:
             return {}
         cosines = numpy.asarray(found["embeddings"], dtype=numpy.float32) @ numpy.asarray(query, dtype=numpy.float32)
-        best: dict[str, tuple[float, str]] = {}
-        for chunk_id, text, score in zip(found["ids"], found["documents"], cosines.tolist()):
-            pid = paper_id_of_chunk(chunk_id)
-            if pid not in best or score > best[pid][0]:
-                best[pid] = (score, text)
-        return best
+        return _best_chunk_per_paper(found["ids"], found["documents"], cosines.tolist())
 
     def _keyword(self, question: str, k: int, allowed: set[str] | None) -> dict[str, float]:
         """Keyword scores of the best candidates, scaled so this question's best paper has 1."""
@@ -291,10 +287,10 @@ def _ranks(scores: dict[str, float]) -> dict[str, int]:
     return {pid: rank for rank, pid in enumerate(sorted(scores, key=lambda p: -scores[p]), start=1)}
 
 
-def _best_chunk_per_paper(found: dict) -> dict[str, tuple[float, str]]:
+def _best_chunk_per_paper(chunk_ids: list[str], texts: list[str], scores: list[float]) -> dict[str, tuple[float, str]]:
+    """paper_id -> (score, text) of its highest-scoring chunk."""
     best: dict[str, tuple[float, str]] = {}
-    for chunk_id, text, distance in zip(found["ids"][0], found["documents"][0], found["distances"][0]):
-        score = 1.0 - distance
+    for chunk_id, text, score in zip(chunk_ids, texts, scores):
         pid = paper_id_of_chunk(chunk_id)
         if pid not in best or score > best[pid][0]:
             best[pid] = (score, text)
