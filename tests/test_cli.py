@@ -203,3 +203,13 @@ def test_questions_typed_into_a_terminal_are_read_one_at_a_time_with_a_prompt(mo
 def test_piped_questions_get_no_prompt(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", io.StringIO("a\r\nb\n"))
     assert list(cli._stdin_lines()) == ["a", "b"] and capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("RAG_NAMESPACE", "my corpus!", "namespace 'my corpus!' must be 1-64 letters, digits"),
+    ("RAG_CONTEXT_UNIT", "paragraph", "context unit must be chunk or sentence, got 'paragraph'"),
+])
+def test_bad_new_settings_are_one_line_usage_errors(variable, value, message, capsys, monkeypatch):
+    monkeypatch.setenv(variable, value)
+    code, out, err = run(["papers"], capsys)
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
