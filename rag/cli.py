@@ -115,6 +115,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
     bench.set_defaults(handler=run_bench)
 
+    doctor = sub.add_parser("doctor", parents=[common, llm], help="check each part this installation uses",
+                            description="What this installation will use and whether each part works: Python "
+                            "and packages, the llama.cpp build (its CPU features, from a test run in a child "
+                            "process), the model file (size and sha256), the embedding model, the index, the "
+                            "LLM backend and the Chroma server when one is set. Exit 0 when all work, 1 when "
+                            "one does not.")
+    doctor.add_argument("--json", action="store_true", help="the same as one JSON object")
+    doctor.set_defaults(handler=run_doctor)
+
     papers = sub.add_parser("papers", parents=[common], help="what is indexed: count, categories, location")
     papers.add_argument("--json", action="store_true", help="the same as JSON, with every paper listed")
     papers.set_defaults(handler=run_papers)
@@ -415,6 +424,21 @@ def run_bench(args) -> int:
                    rounds=args.rounds, workdir=args.workdir, say=_say)
     print(to_json(result) if args.json else format_table(result))
     return 0
+
+
+def run_doctor(args) -> int:
+    from rag.doctor import diagnose
+
+    report = diagnose(_llm_settings(args))
+    if args.json:
+        print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+    else:
+        for check in report.checks:
+            mark = {True: "ok", False: "FAIL", None: "-"}[check.ok]
+            print(f"{mark:<5} {check.name:<10} {check.detail}")
+    verdict = "every part works" if report.ok else f"FAILED: {', '.join(report.failed)}"
+    _say(f"rag doctor: {verdict} ({report.seconds:.1f} s)")
+    return 0 if report.ok else 1
 
 
 def run_papers(args) -> int:

@@ -33,3 +33,7 @@ class StoreError(RagError):
 
 class ModelError(RagError):
     """A bundled model is missing or cannot be loaded."""
+
+
+class EngineError(RagError):
+    """The local LLM engine cannot run here (a native crash, a missing CPU feature, a corrupt build)."""

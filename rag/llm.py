@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Iterator, Protocol
 
+from rag.engine import check_engine
 from rag.errors import ModelError, RagError, UsageError
 from rag.settings import Settings, available_cores
 
@@ -62,7 +63,7 @@ class LocalModel:
     backend = "local"
 
     def __init__(self, settings: Settings):
-        self.path = local_model_file(settings.cache_dir)
+        self.path = check_local_engine(settings)
         self.model = GGUF_NAME
         self._llama = load_llama(str(self.path), settings.n_ctx, settings.threads or available_cores())
 
@@ -74,6 +75,13 @@ class LocalModel:
             delta = chunk["choices"][0]["delta"].get("content")
             if delta:
                 yield delta
+
+
+def check_local_engine(settings: Settings) -> Path:
+    """The joined model file, once a child process has shown this llama.cpp build runs it here."""
+    path = local_model_file(settings.cache_dir)
+    check_engine(settings.cache_dir, path, settings.threads or available_cores())
+    return path
 
 
 @functools.cache

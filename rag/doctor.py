@@ -1,0 +1,197 @@
+"""`rag doctor`: what this installation will use, and whether each part works.
+
+Each check returns a Check (its name, ok or not, one line of detail, figures for --json):
+Python and package versions, the llama.cpp build (its system-info line, from a probe child
+that loads the model and decodes a few tokens), the model file (size and sha256), the
+embedding model, the index, the configured LLM backend and, when one is set, the Chroma
+server. A check that fails says what to do, as the errors of the other commands do.
+Printing is cli.py's job.
+"""
+
+import hashlib
+import importlib.metadata
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rag.errors import RagError
+from rag.settings import Settings, available_cores
+
+PACKAGES = ("rag", "llama-cpp-python", "llama-index-core", "chromadb", "sentence-transformers", "torch",
+            "gradio", "openai", "tiktoken")
+
+
+@dataclass
+class Check:
+    """One part of the installation: ok (True, False, or None when not used here) and what was found."""
+
+    name: str
+    ok: bool | None
+    detail: str
+    facts: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail, **self.facts}
+
+
+@dataclass
+class Report:
+    checks: list[Check]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok is not False for check in self.checks)
+
+    @property
+    def failed(self) -> list[str]:
+        return [check.name for check in self.checks if check.ok is False]
+
+    def to_json(self) -> dict:
+        return {"ok": self.ok, "failed": self.failed, "seconds": round(self.seconds, 2),
+                "checks": [check.to_json() for check in self.checks]}
+
+
+def diagnose(settings: Settings) -> Report:
+    """Run every check in order; a failing check never stops the ones after it."""
+    started = time.perf_counter()
+    checks = [check_python()]
+    model = check_model_file(settings)
+    checks += [model, check_engine(settings, model), check_embedding(settings), check_index(settings)]
+    if settings.chroma_url:
+        checks.append(check_chroma(settings))
+    checks.append(check_backend(settings, checks))
+    return Report(checks, time.perf_counter() - started)
+
+
+def check_python() -> Check:
+    versions = {name: _version(name) for name in PACKAGES}
+    missing = [name for name, version in versions.items() if version is None]
+    detail = f"Python {platform.python_version()} ({sys.executable}) · " + " · ".join(
+        f"{name} {version or 'MISSING'}" for name, version in versions.items())
+    if missing:
+        detail += " — install them: the README's set-up command"
+    return Check("python", not missing, detail, {"python": platform.python_version(), "packages": versions})
+
+
+def check_model_file(settings: Settings) -> Check:
+    """The joined local model: joined now if it is not yet, then its size and sha256 verified."""
+    from rag import llm
+
+    if settings.backend != "local":
+        return Check("model", None, f"not used by the {settings.backend} backend")
+    try:
+        path = llm.local_model_file(settings.cache_dir)
+        digest = _sha256(path)
+    except (RagError, OSError) as err:
+        return Check("model", False, str(err))
+    size = path.stat().st_size
+    if size != llm.GGUF_SIZE or digest != llm.GGUF_SHA256:
+        return Check("model", False, f"{path} is corrupt (size {size:,}, sha256 {digest[:12]}…): delete it to "
+                     "have it joined again from its part packages", {"path": str(path)})
+    return Check("model", True, f"{path} · {size:,} bytes · sha256 {digest[:12]}… verified",
+                 {"path": str(path), "size": size, "sha256": digest})
+
+
+def check_engine(settings: Settings, model: Check) -> Check:
+    """llama.cpp's build: a probe child loads the model and decodes a few tokens (never cached here)."""
+    from rag import engine
+
+    version = engine.engine_version()
+    if version is None:
+        return Check("engine", False, "llama-cpp-python is not installed: run the README's set-up command")
+    if not model.ok:
+        return Check("engine", None if model.ok is None else False,
+                     f"llama-cpp-python {version}, not probed: {'not used' if model.ok is None else 'no model file'}")
+    threads = settings.threads or available_cores()
+    try:
+        result = engine.run_probe(Path(model.facts["path"]), threads)
+    except RagError as err:
+        return Check("engine", False, str(err), {"llama_cpp_version": version})
+    return Check("engine", True, f"llama-cpp-python {version}, {threads} threads · {result.system_info}",
+                 {"llama_cpp_version": version, "threads": threads, "system_info": result.system_info,
+                  "probe_s": result.seconds, "probe_prompt_tokens": result.prompt_tokens})
+
+
+def check_embedding(settings: Settings) -> Check:
+    from rag.embedding import load_embed_model, model_path
+
+    try:
+        path = model_path(settings.embed_model)
+        model = load_embed_model(settings.embed_model)
+        model.get_query_embedding("warm-up")   # the first call pays one-time set-up
+        started = time.perf_counter()
+        vector = model.get_query_embedding("what methods reduce reasoning length?")
+        query_ms = (time.perf_counter() - started) * 1000
+    except RagError as err:
+        return Check("embedding", False, str(err))
+    return Check("embedding", True, f"{settings.embed_model} at {path} · {len(vector)} dimensions · "
+                 f"{query_ms:.0f} ms for one question", {"model": settings.embed_model, "path": str(path),
+                                                         "dimensions": len(vector), "query_ms": round(query_ms, 1)})
+
+
+def check_index(settings: Settings) -> Check:
+    from rag.index import describe_index
+
+    try:
+        info = describe_index(settings)
+    except RagError as err:
+        return Check("index", False, str(err))
+    facts = {"index": info.index, "location": info.location, "papers": len(info.papers), "chunks": info.chunks}
+    if not info.papers:
+        return Check("index", True, f"{info.location} · empty: the first `rag ask` or `rag ingest` builds it",
+                     facts)
+    return Check("index", True, f"{info.location} · {len(info.papers)} papers · {info.chunks} chunks · "
+                 f"index {info.index}", facts)
+
+
+def check_chroma(settings: Settings) -> Check:
+    from rag.store import open_store
+
+    try:
+        started = time.perf_counter()
+        with open_store(settings):
+            pass
+    except RagError as err:
+        return Check("chroma", False, str(err))
+    return Check("chroma", True, f"server {settings.chroma_url} answered in "
+                 f"{(time.perf_counter() - started) * 1000:.0f} ms", {"url": settings.chroma_url})
+
+
+def check_backend(settings: Settings, earlier: list[Check]) -> Check:
+    """The configured LLM: the local one answered the engine's probe; a remote one writes one token."""
+    facts = {"backend": settings.backend}
+    if settings.backend == "local":
+        engine_check = next(check for check in earlier if check.name == "engine")
+        if not engine_check.ok:
+            return Check("backend", False, "local: the engine did not answer its probe (see engine)", facts)
+        return Check("backend", True, f"local · answered a probe in {engine_check.facts['probe_s']:.1f} s "
+                     "(model load included)", facts)
+    from rag import llm
+
+    try:
+        started = time.perf_counter()
+        model = llm.open_model(settings)
+        reply = "".join(model.stream([{"role": "user", "content": "Reply with OK."}], None, 1))
+    except RagError as err:
+        return Check("backend", False, f"{settings.backend}: {err}", facts)
+    seconds = time.perf_counter() - started
+    return Check("backend", True, f"{settings.backend} · {model.model} at {settings.base_url or 'OpenAI'} "
+                 f"answered {reply.strip()[:20]!r} in {seconds:.1f} s", facts | {"model": model.model})
+
+
+def _version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as data:
+        while block := data.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()

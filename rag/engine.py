@@ -1,0 +1,180 @@
+"""The local engine's guard: prove llama-cpp-python runs on this CPU before a process relies on it.
+
+llama.cpp built for CPU features a machine lacks, or cannot use (AMX on some kernels), dies
+with SIGILL on its first decode and takes the whole process with it, with no message.
+`check_engine` runs a probe in a child process (import llama_cpp, load the model, decode a
+short prompt with the threads the answer will use) and turns a child that dies into an
+EngineError that names the signal and the command that rebuilds the engine. A passing
+verdict is cached per build, model file, CPU and thread count, so later starts pay nothing.
+
+This module does not load the model for answering (llm.py does) and never imports
+llama_cpp in the calling process.
+"""
+
+import functools
+import importlib.metadata
+import importlib.util
+import json
+import platform
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rag.disk_cache import DiskCache, content_key
+from rag.errors import EngineError
+
+# The build every x86-64 CPU with AVX2 runs: no -march=native, so nothing the build machine happens to
+# advertise (AMX, AVX-512) is compiled in. cmake ignores the x86 switches on ARM and macOS.
+PORTABLE_CMAKE_ARGS = ("-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON "
+                       "-DGGML_F16C=ON -DGGML_BMI2=ON")
+PROBE_TIMEOUT_S = 300
+PROBE_PROMPT = ("The probe reads a short prompt in one batch, as an answer reads its sources, then writes "
+                "two tokens. " * 4)
+VERDICTS_FILE = "engine_verdicts.jsonl"
+VERDICT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What a probe child reported: llama.cpp's system-info line and its timings."""
+
+    system_info: str
+    llama_cpp_version: str
+    prompt_tokens: int
+    seconds: float
+
+
+def rebuild_command() -> str:
+    """The command that rebuilds llama-cpp-python for this machine with the portable flags."""
+    return (f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" {sys.executable} -m pip install --force-reinstall --no-deps '
+            f'--no-cache-dir llama-cpp-python=={engine_version() or "VERSION"}')
+
+
+def engine_version() -> str | None:
+    """The installed llama-cpp-python version, read without importing it."""
+    try:
+        return importlib.metadata.version("llama-cpp-python")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_engine(cache_dir: Path, model_path: Path, n_threads: int, probe_command=None) -> None:
+    """Raise EngineError unless a probe child ran this build on this CPU; a passing verdict is cached."""
+    key = verdict_key(model_path, n_threads)
+    verdicts = DiskCache(Path(cache_dir) / VERDICTS_FILE)
+    if verdicts.get(key) is not None:
+        return
+    result = run_probe(model_path, n_threads, probe_command)
+    verdicts.put(key, {"version": VERDICT_VERSION, "system_info": result.system_info,
+                       "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+
+
+def run_probe(model_path: Path, n_threads: int, probe_command=None) -> ProbeResult:
+    """Load the model and decode a few tokens in a child process; EngineError if it fails or dies."""
+    command = probe_command or [sys.executable, "-m", "rag.engine", str(model_path), str(n_threads)]
+    try:
+        child = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+                               stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise EngineError(f"the local LLM engine did not finish a {len(PROBE_PROMPT.split())}-word test run "
+                          f"in {PROBE_TIMEOUT_S} s; check `rag doctor`, or use another backend "
+                          "(--backend openai-like)") from None
+    if child.returncode < 0:
+        raise EngineError(_death_message(-child.returncode, model_path))
+    if child.returncode != 0:
+        raise EngineError(f"the local LLM engine failed a test run ({_last_line(child.stderr)}); reinstall "
+                          f"it: {rebuild_command()}")
+    try:
+        return ProbeResult(**json.loads(child.stdout.strip().splitlines()[-1]))
+    except (ValueError, TypeError, IndexError):
+        raise EngineError(f"the local LLM engine's test run printed no result ({_last_line(child.stderr)}); "
+                          f"reinstall it: {rebuild_command()}") from None
+
+
+def _death_message(signum: int, model_path: Path) -> str:
+    name = _signal_name(signum)
+    if signum == signal.SIGILL:
+        return (f"the local LLM engine died with {name} (illegal instruction) in a test run: llama-cpp-python "
+                f"was built for CPU features this machine cannot use; rebuild it: {rebuild_command()}")
+    if signum == signal.SIGKILL:
+        return (f"the local LLM engine was killed ({name}) in a test run, most likely for lack of memory: "
+                "close other programs or lower RAG_N_CTX, then retry")
+    return (f"the local LLM engine crashed with {name} in a test run: the build or the model file "
+            f"{model_path} may be corrupt; rebuild it: {rebuild_command()} (or delete the model file to have "
+            "it joined again)")
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no message"
+
+
+def verdict_key(model_path: Path, n_threads: int) -> str:
+    """What a verdict depends on: the engine's files, the model file, this CPU and the thread count."""
+    return content_key([str(VERDICT_VERSION), *engine_fingerprint(), *_file_fingerprint(Path(model_path)),
+                        cpu_fingerprint(), str(n_threads)])
+
+
+@functools.cache
+def engine_fingerprint() -> tuple[str, ...]:
+    """Version, location, size and modification time of llama-cpp-python's native libraries."""
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.submodule_search_locations:
+        return ("not installed",)
+    package = Path(next(iter(spec.submodule_search_locations)))
+    libraries = sorted(p for p in package.rglob("*") if p.suffix in {".so", ".dylib", ".dll"} or ".so." in p.name)
+    return (engine_version() or "?", *(part for lib in libraries for part in _file_fingerprint(lib)))
+
+
+def _file_fingerprint(path: Path) -> tuple[str, str]:
+    try:
+        stat = path.stat()
+    except OSError:
+        return (str(path), "missing")
+    return (str(path.resolve()), f"{stat.st_size}:{stat.st_mtime_ns}")
+
+
+@functools.cache
+def cpu_fingerprint() -> str:
+    """The CPU's model and feature flags (Linux), else what platform knows of it."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            fields = {}
+            for line in info:
+                if not line.strip():
+                    break   # the first processor is enough
+                name, _, value = line.partition(":")
+                fields[name.strip()] = value.strip()
+        return " ".join(fields.get(name, "") for name in ("model name", "flags", "Features", "CPU part"))
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
+
+
+def _probe(model_path: str, n_threads: int) -> ProbeResult:
+    """Run in the child: load the model, read PROBE_PROMPT in one batch, write two tokens."""
+    import llama_cpp
+
+    started = time.perf_counter()
+    llama = llama_cpp.Llama(model_path=model_path, n_ctx=512, n_threads=n_threads, n_threads_batch=n_threads,
+                            verbose=False)
+    try:
+        reply = llama.create_completion(PROBE_PROMPT, max_tokens=2, temperature=0.0)
+    finally:
+        llama.close()
+    return ProbeResult(system_info=llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(),
+                       llama_cpp_version=llama_cpp.__version__, prompt_tokens=reply["usage"]["prompt_tokens"],
+                       seconds=round(time.perf_counter() - started, 3))
+
+
+if __name__ == "__main__":   # the probe child: python -m rag.engine MODEL_PATH N_THREADS
+    print(json.dumps(_probe(sys.argv[1], int(sys.argv[2])).__dict__))

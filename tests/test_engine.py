@@ -1,0 +1,142 @@
+"""The local engine's guard: a probe child proves the llama.cpp build runs; a crash becomes one line.
+
+A fake `llama_cpp` package, put first on the child's PYTHONPATH, stands in for a build that
+dies with SIGILL, fails to load, or works; the real model file is not needed.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rag import engine, llm
+from rag.errors import EngineError
+
+REPO = Path(__file__).resolve().parent.parent
+
+FAKE_LLAMA_CPP = '''
+import os, signal
+__version__ = "0.0.0-fake"
+MODE = os.environ.get("FAKE_ENGINE", "works")
+
+
+class Llama:
+    def __init__(self, **options):
+        with open(os.environ["FAKE_ENGINE_LOG"], "a") as log:
+            log.write(f"load {options.get('n_threads')}\\n")
+        if MODE == "sigill":
+            os.kill(os.getpid(), signal.SIGILL)
+        if MODE == "broken":
+            raise OSError("libggml-cpu.so: cannot open shared object file")
+
+    def create_completion(self, prompt, **options):
+        return {"usage": {"prompt_tokens": 42}, "choices": [{"text": "ok"}]}
+
+    def close(self):
+        pass
+
+
+def llama_print_system_info():
+    return b"CPU : AVX2 = 1 | FAKE = 1 |"
+'''
+
+
+@pytest.fixture
+def fake_engine(tmp_path, monkeypatch):
+    """Children started from now on import the fake llama_cpp; returns the file each load is logged to."""
+    package = tmp_path / "fake-engine" / "llama_cpp"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(FAKE_LLAMA_CPP)
+    log = tmp_path / "loads.log"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(package.parent), str(REPO)]))
+    monkeypatch.setenv("FAKE_ENGINE_LOG", str(log))
+    return log
+
+
+@pytest.fixture
+def model_file(tmp_path) -> Path:
+    """A sparse file of the bundled model's size: local_model_file() takes it as already joined."""
+    target = tmp_path / "cache" / "models" / llm.GGUF_NAME
+    target.parent.mkdir(parents=True)
+    with open(target, "wb") as out:
+        out.truncate(llm.GGUF_SIZE)
+    return target
+
+
+def loads(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_a_build_that_dies_with_sigill_is_one_line_naming_the_rebuild(fake_engine, model_file, monkeypatch):
+    monkeypatch.setenv("FAKE_ENGINE", "sigill")
+    cache = model_file.parent.parent
+    with pytest.raises(EngineError) as caught:
+        engine.check_engine(cache, model_file, 2)
+    message = str(caught.value)
+    assert "SIGILL (illegal instruction)" in message and "\n" not in message
+    assert f'CMAKE_ARGS="{engine.PORTABLE_CMAKE_ARGS}"' in message
+    assert "-m pip install --force-reinstall --no-deps --no-cache-dir llama-cpp-python==" in message
+    assert loads(fake_engine) == ["load 2"]
+    with pytest.raises(EngineError):   # a failure is not cached: the next start probes again
+        engine.check_engine(cache, model_file, 2)
+    assert len(loads(fake_engine)) == 2
+
+
+def test_a_build_that_cannot_load_is_one_line(fake_engine, model_file, monkeypatch):
+    monkeypatch.setenv("FAKE_ENGINE", "broken")
+    with pytest.raises(EngineError, match=r"failed a test run \(OSError: libggml-cpu.so: cannot open"):
+        engine.check_engine(model_file.parent.parent, model_file, 2)
+
+
+def test_a_passing_verdict_is_cached_per_build_model_cpu_and_threads(fake_engine, model_file):
+    cache = model_file.parent.parent
+    engine.check_engine(cache, model_file, 2)
+    engine.check_engine(cache, model_file, 2)
+    assert loads(fake_engine) == ["load 2"]          # the second start paid nothing
+    engine.check_engine(cache, model_file, 1)
+    assert loads(fake_engine) == ["load 2", "load 1"]   # other threads, other verdict
+    os.utime(model_file, ns=(1, 1))                   # a replaced model file is probed again
+    engine.check_engine(cache, model_file, 2)
+    assert len(loads(fake_engine)) == 3
+
+
+def test_a_torn_verdict_line_is_probed_again(fake_engine, model_file):
+    cache = model_file.parent.parent
+    (cache / engine.VERDICTS_FILE).write_text('{"key": "abc", "val')
+    engine.check_engine(cache, model_file, 2)
+    assert loads(fake_engine) == ["load 2"]
+
+
+def test_the_probe_reports_the_engines_system_info(fake_engine, model_file):
+    result = engine.run_probe(model_file, 2)
+    assert result.system_info == "CPU : AVX2 = 1 | FAKE = 1 |" and result.prompt_tokens == 42
+
+
+def test_rag_ask_on_a_crashing_engine_prints_one_line_and_exits_1(fake_engine, model_file, real_index_home,
+                                                                  monkeypatch):
+    monkeypatch.setenv("FAKE_ENGINE", "sigill")
+    env = {**os.environ, "RAG_HOME": str(real_index_home), "RAG_CACHE_DIR": str(model_file.parent.parent)}
+    done = subprocess.run([sys.executable, "-m", "rag", "ask", "what methods reduce reasoning length?"], env=env,
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+    assert done.returncode == 1, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("rag: ")]
+    assert len(errors) == 1 and "died with SIGILL" in errors[0] and "pip install" in errors[0]
+    assert done.stdout == ""
+
+
+def test_readme_commands_build_the_engine_portably_and_afresh():
+    """The README's set-up commands carry the guard's flags and ignore a wheel cached with other flags."""
+    readme = (REPO / "README.md").read_text()
+    pinned = next(line for line in (REPO / "pyproject.toml").read_text().splitlines() if "llama-cpp-python" in line)
+    version = pinned.split("==")[1].strip('",')
+    for marker in ("<!-- main-command -->", "<!-- test-command -->"):
+        command = readme.split(marker)[1].split("```")[1]
+        assert f'CMAKE_ARGS="{engine.PORTABLE_CMAKE_ARGS}"' in command
+        assert f"pip install --no-cache-dir llama-cpp-python=={version}" in command
+
+
+def test_signal_names_are_readable():
+    assert engine._signal_name(signal.SIGILL) == "SIGILL" and engine._signal_name(200) == "signal 200"
