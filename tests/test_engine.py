@@ -1,7 +1,7 @@
 """The local engine's guard: a probe child proves the llama.cpp build runs; a crash becomes one line.
 
-A fake `llama_cpp` package, put first on the child's PYTHONPATH, stands in for a build that
-dies with SIGILL, fails to load, or works; the real model file is not needed.
+The `fake_engine` fixture (conftest.py) puts a fake `llama_cpp` package first on the
+children's PYTHONPATH: a build that dies with SIGILL, fails to load, or works.
 """
 
 import os
@@ -12,59 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from rag import engine, llm
+from rag import engine
 from rag.errors import EngineError
 
 REPO = Path(__file__).resolve().parent.parent
-
-FAKE_LLAMA_CPP = '''
-import os, signal
-__version__ = "0.0.0-fake"
-MODE = os.environ.get("FAKE_ENGINE", "works")
-
-
-class Llama:
-    def __init__(self, **options):
-        with open(os.environ["FAKE_ENGINE_LOG"], "a") as log:
-            log.write(f"load {options.get('n_threads')}\\n")
-        if MODE == "sigill":
-            os.kill(os.getpid(), signal.SIGILL)
-        if MODE == "broken":
-            raise OSError("libggml-cpu.so: cannot open shared object file")
-
-    def create_completion(self, prompt, **options):
-        return {"usage": {"prompt_tokens": 42}, "choices": [{"text": "ok"}]}
-
-    def close(self):
-        pass
-
-
-def llama_print_system_info():
-    return b"CPU : AVX2 = 1 | FAKE = 1 |"
-'''
-
-
-@pytest.fixture
-def fake_engine(tmp_path, monkeypatch):
-    """Children started from now on import the fake llama_cpp; returns the file each load is logged to."""
-    package = tmp_path / "fake-engine" / "llama_cpp"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text(FAKE_LLAMA_CPP)
-    log = tmp_path / "loads.log"
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(package.parent), str(REPO)]))
-    monkeypatch.setenv("FAKE_ENGINE_LOG", str(log))
-    return log
-
-
-@pytest.fixture
-def model_file(tmp_path) -> Path:
-    """A sparse file of the bundled model's size: local_model_file() takes it as already joined."""
-    target = tmp_path / "cache" / "models" / llm.GGUF_NAME
-    target.parent.mkdir(parents=True)
-    with open(target, "wb") as out:
-        out.truncate(llm.GGUF_SIZE)
-    return target
-
 
 def loads(log: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
