@@ -26,10 +26,6 @@ from pathlib import Path
 from rag.disk_cache import DiskCache, content_key
 from rag.errors import EngineError
 
-# The build every x86-64 CPU with AVX2 runs: no -march=native, so nothing the build machine happens to
-# advertise (AMX, AVX-512) is compiled in. cmake ignores the x86 switches on ARM and macOS.
-PORTABLE_CMAKE_ARGS = ("-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON "
-                       "-DGGML_F16C=ON -DGGML_BMI2=ON")
 PROBE_TIMEOUT_S = 300
 PROBE_PROMPT = ("The probe reads a short prompt in one batch, as an answer reads its sources, then writes "
                 "two tokens. " * 4)
@@ -47,10 +43,9 @@ class ProbeResult:
     seconds: float
 
 
-def rebuild_command() -> str:
-    """The command that rebuilds llama-cpp-python for this machine with the portable flags."""
-    return (f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" {sys.executable} -m pip install --force-reinstall --no-deps '
-            f'--no-cache-dir llama-cpp-python=={engine_version() or "VERSION"}')
+def rebuild_command(portable: bool = False) -> str:
+    """The command that rebuilds llama-cpp-python here: for this CPU's features, or only the AVX2 set."""
+    return f"{sys.executable} -m rag.engine_build {'--portable' if portable else '--force'}"
 
 
 def engine_version() -> str | None:
@@ -98,7 +93,7 @@ def _death_message(signum: int, model_path: Path) -> str:
     name = _signal_name(signum)
     if signum == signal.SIGILL:
         return (f"the local LLM engine died with {name} (illegal instruction) in a test run: llama-cpp-python "
-                f"was built for CPU features this machine cannot use; rebuild it: {rebuild_command()}")
+                f"was built for CPU features this machine cannot use; rebuild it: {rebuild_command(portable=True)}")
     if signum == signal.SIGKILL:
         return (f"the local LLM engine was killed ({name}) in a test run, most likely for lack of memory: "
                 "close other programs or lower RAG_N_CTX, then retry")

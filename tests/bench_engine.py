@@ -3,10 +3,10 @@
     python tests/bench_engine.py                       # the installed build
     python tests/bench_engine.py DIR [DIR ...]         # builds installed with `pip install --target DIR`
 
-Each build runs in its own child process (a build that crashes is reported, not fatal):
-it reads the same ~1,000-token prompt (five abstracts of data/) and writes 64 tokens
-greedily, `--rounds` times with the prefix cache emptied in between; the table gives
-medians and the build's system-info line. Run it with nothing else on the CPU.
+Each build runs in child processes (a build that crashes is reported, not fatal): a child
+reads the same ~1,000-token prompt (five abstracts of data/) and writes 64 tokens greedily.
+The builds take turns, `--rounds` times, so a noisy machine slows each alike; the table
+gives medians and the build's system-info line. Run it with nothing else on the CPU.
 """
 
 import argparse
@@ -31,7 +31,7 @@ def prompt_text() -> str:
     return f"Sources:\n{sources}\n\nQuestion: what do these papers propose?\nAnswer:"
 
 
-def measure(rounds: int) -> dict:
+def measure() -> dict:
     """In the child: load the model, time prompt reading and generation."""
     import llama_cpp
 
@@ -45,32 +45,26 @@ def measure(rounds: int) -> dict:
                             n_threads_batch=threads, verbose=False)
     load_s = time.perf_counter() - started
     prompt = prompt_text()
-    prompt_rates, generation_rates = [], []
-    for _ in range(rounds):
-        llama.reset()
-        started = time.perf_counter()
-        first = llama.create_completion(prompt, max_tokens=1, temperature=0.0)
-        prompt_s = time.perf_counter() - started
-        n_prompt = first["usage"]["prompt_tokens"]
-        llama.reset()
-        started = time.perf_counter()
-        reply = llama.create_completion(prompt, max_tokens=GENERATED_TOKENS + 1, temperature=0.0)
-        generate_s = time.perf_counter() - started - prompt_s
-        prompt_rates.append(n_prompt / prompt_s)
-        generation_rates.append((reply["usage"]["completion_tokens"] - 1) / generate_s)
+    started = time.perf_counter()
+    first = llama.create_completion(prompt, max_tokens=1, temperature=0.0)
+    prompt_s = time.perf_counter() - started
+    llama.reset()   # read the prompt again: nothing comes from the prefix cache
+    started = time.perf_counter()
+    reply = llama.create_completion(prompt, max_tokens=GENERATED_TOKENS + 1, temperature=0.0)
+    generate_s = time.perf_counter() - started - prompt_s
     llama.close()
-    return {"prompt_tokens": n_prompt, "prompt_tok_s": round(statistics.median(prompt_rates), 1),
-            "generation_tok_s": round(statistics.median(generation_rates), 1), "load_s": round(load_s, 2),
+    return {"prompt_tokens": first["usage"]["prompt_tokens"],
+            "prompt_tok_s": first["usage"]["prompt_tokens"] / prompt_s,
+            "generation_tok_s": (reply["usage"]["completion_tokens"] - 1) / generate_s, "load_s": load_s,
             "system_info": llama_cpp.llama_print_system_info().decode().strip(),
-            "reply_start": reply["choices"][0]["text"][:60]}
+            "reply": reply["choices"][0]["text"]}
 
 
-def run_build(folder: str | None, rounds: int) -> dict:
+def run_build(folder: str | None) -> dict:
     env = dict(os.environ)
     if folder:
         env["PYTHONPATH"] = os.pathsep.join([folder, str(REPO)])
-    child = subprocess.run([sys.executable, __file__, "--child", "--rounds", str(rounds)], env=env,
-                           capture_output=True, text=True)
+    child = subprocess.run([sys.executable, __file__, "--child"], env=env, capture_output=True, text=True)
     if child.returncode != 0:
         return {"error": f"exit {child.returncode}: {(child.stderr.strip().splitlines() or [''])[-1][:120]}"}
     return json.loads(child.stdout.strip().splitlines()[-1])
@@ -79,22 +73,33 @@ def run_build(folder: str | None, rounds: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("builds", nargs="*", help="folders holding a llama_cpp package (default: the installed one)")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="turns each build takes (default 3)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(measure(args.rounds)))
+        print(json.dumps(measure()))
         return
-    print("| build | prompt tokens | prompt tok/s | generation tok/s | load s | system info |")
-    print("|---|---|---|---|---|---|")
-    for folder in args.builds or [None]:
-        row = run_build(folder, args.rounds)
+    builds = args.builds or [None]
+    runs: dict = {folder: [] for folder in builds}
+    for _ in range(args.rounds):
+        for folder in builds:
+            runs[folder].append(run_build(folder))
+    print("| build | prompt tokens | prompt tok/s | generation tok/s | load s | same reply as the first build | "
+          "system info |")
+    print("|---|---|---|---|---|---|---|")
+    first_reply = None
+    for folder, rows in runs.items():
         name = Path(folder).name if folder else "installed"
-        if "error" in row:
-            print(f"| {name} | {row['error']} | | | | |")
-        else:
-            print(f"| {name} | {row['prompt_tokens']} | {row['prompt_tok_s']} | {row['generation_tok_s']} | "
-                  f"{row['load_s']} | {row['system_info']} |", flush=True)
+        errors = [row["error"] for row in rows if "error" in row]
+        if errors:
+            print(f"| {name} | {errors[0]} | | | | | |")
+            continue
+        first_reply = first_reply or rows[0]["reply"]
+        median = {key: statistics.median(row[key] for row in rows) for key in ("prompt_tok_s", "generation_tok_s",
+                                                                                 "load_s")}
+        print(f"| {name} | {rows[0]['prompt_tokens']} | {median['prompt_tok_s']:.1f} | "
+              f"{median['generation_tok_s']:.1f} | {median['load_s']:.2f} | {rows[0]['reply'] == first_reply} | "
+              f"{rows[0]['system_info']} |")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,144 @@
+"""Build llama-cpp-python for this CPU: the features it advertises, never AMX, never -march=native.
+
+    python -m rag.engine_build              # pick the features, build and install (skipped if already so)
+    python -m rag.engine_build --portable   # only what every x86-64 CPU with AVX2 has
+    python -m rag.engine_build --print-flags
+
+llama.cpp's default build (`GGML_NATIVE=ON`) compiles for whatever the build machine
+advertises, AMX included, whose kernels die with SIGILL on some kernels. Here each ggml
+switch is turned on only when /proc/cpuinfo lists the feature (AVX-512 with VNNI reads
+prompts ~1.8x faster than AVX2 alone), AMX never. On ARM and macOS llama.cpp's own
+defaults are kept; on x86 without /proc/cpuinfo the portable AVX2 set is used. The build
+never comes from pip's wheel cache, which keys wheels by version, not by flags.
+
+Uses the standard library only: it runs before the rest of rag is installed. Whether
+the built engine runs is engine.py's check.
+"""
+
+import argparse
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+
+ENGINE_PACKAGE = "llama-cpp-python"
+ENGINE_VERSION = "0.3.36"   # pyproject.toml pins the same version (a test checks)
+BASE_ARGS = ["-DLLAVA_BUILD=OFF"]
+# ggml switch -> the /proc/cpuinfo flag that allows it; llama.cpp's system-info line names them the same way
+X86_FEATURES = {
+    "AVX": "avx", "AVX2": "avx2", "FMA": "fma", "F16C": "f16c", "BMI2": "bmi2", "AVX_VNNI": "avx_vnni",
+    "AVX512": "avx512f avx512cd avx512vl avx512dq avx512bw", "AVX512_VBMI": "avx512vbmi",
+    "AVX512_VNNI": "avx512_vnni", "AVX512_BF16": "avx512_bf16",
+}
+PORTABLE_FEATURES = ("AVX", "AVX2", "FMA", "F16C", "BMI2")
+
+
+def cmake_args(portable: bool = False, cpuinfo: str | None = None, machine: str | None = None) -> str:
+    """CMAKE_ARGS for this machine (or the portable AVX2 set)."""
+    machine = (machine or platform.machine()).lower()
+    if machine not in ("x86_64", "amd64"):
+        return " ".join(BASE_ARGS)
+    features = PORTABLE_FEATURES if portable else x86_features(cpuinfo if cpuinfo is not None else _read_cpuinfo())
+    switches = [f"-DGGML_{name}={'ON' if name in features else 'OFF'}" for name in X86_FEATURES]
+    return " ".join(BASE_ARGS + ["-DGGML_NATIVE=OFF"] + switches)
+
+
+def x86_features(cpuinfo: str) -> tuple[str, ...]:
+    """The ggml switches whose CPU flags all appear in the cpuinfo text; the AVX2 set when it says nothing."""
+    flags = set()
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "flags":
+            flags = set(value.split())
+            break
+    if not flags:
+        return PORTABLE_FEATURES
+    return tuple(name for name, needed in X86_FEATURES.items() if set(needed.split()) <= flags)
+
+
+def wanted_features(args: str) -> set[str]:
+    """The ggml features a CMAKE_ARGS string turns on, as llama.cpp's system-info line names them."""
+    return {part[len("-DGGML_"):-len("=ON")] for part in args.split()
+            if part.startswith("-DGGML_") and part.endswith("=ON") and part != "-DGGML_NATIVE=ON"}
+
+
+def built_features(system_info: str) -> set[str]:
+    """'CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | OPENMP = 1 |' -> the x86 features set to 1."""
+    found = set()
+    for part in system_info.replace("CPU :", "|").split("|"):
+        name, _, value = (text.strip() for text in part.partition("="))
+        if value == "1" and (name in X86_FEATURES or name.startswith("AMX")):
+            found.add(name)
+    return found
+
+
+def installed_system_info() -> str | None:
+    """The installed engine's system-info line, read in a child (an import may crash); None if absent."""
+    try:
+        version = importlib.metadata.version(ENGINE_PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    if version != ENGINE_VERSION:
+        return None
+    child = subprocess.run([sys.executable, "-c", "import llama_cpp; print(llama_cpp.llama_print_system_info()"
+                            ".decode())"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    return child.stdout.strip() if child.returncode == 0 else None
+
+
+def needs_build(args: str, system_info: str | None, machine: str | None = None) -> bool:
+    """True unless the installed engine is this version, built with exactly the wanted x86 features."""
+    if system_info is None:
+        return True
+    if (machine or platform.machine()).lower() not in ("x86_64", "amd64"):
+        return False
+    return built_features(system_info) != wanted_features(args)
+
+
+def pip_command(installed: bool) -> list[str]:
+    """pip, never from its wheel cache; an installed engine is replaced, its dependencies kept."""
+    replace = ["--force-reinstall", "--no-deps"] if installed else []
+    return [sys.executable, "-m", "pip", "install", "--no-cache-dir", *replace, f"{ENGINE_PACKAGE}=={ENGINE_VERSION}"]
+
+
+def _installed() -> bool:
+    try:
+        importlib.metadata.version(ENGINE_PACKAGE)
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def _read_cpuinfo() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            return info.read()
+    except OSError:
+        return ""
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rag.engine_build", description=__doc__.splitlines()[0])
+    parser.add_argument("--portable", action="store_true", help="only the features every x86-64 CPU with AVX2 has")
+    parser.add_argument("--force", action="store_true", help="build even if the installed engine matches")
+    parser.add_argument("--print-flags", action="store_true", help="print the CMAKE_ARGS and stop")
+    options = parser.parse_args(argv)
+    args = cmake_args(portable=options.portable)
+    if options.print_flags:
+        print(args)
+        return 0
+    info = installed_system_info()
+    if not options.force and not needs_build(args, info):
+        print(f"rag.engine_build: {ENGINE_PACKAGE} {ENGINE_VERSION} is already built with these features "
+              f"({info}); --force rebuilds it", flush=True)
+        return 0
+    print(f'rag.engine_build: building {ENGINE_PACKAGE} {ENGINE_VERSION} from source (~4 min on 2 cores) with '
+          f'CMAKE_ARGS="{args}"', flush=True)
+    try:
+        return subprocess.run(pip_command(_installed()), env={**os.environ, "CMAKE_ARGS": args}).returncode
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
