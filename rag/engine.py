@@ -56,20 +56,20 @@ def engine_version() -> str | None:
         return None
 
 
-def check_engine(cache_dir: Path, model_path: Path, n_threads: int, probe_command=None) -> None:
+def check_engine(cache_dir: Path, model_path: Path, n_threads: int) -> None:
     """Raise EngineError unless a probe child ran this build on this CPU; a passing verdict is cached."""
     key = verdict_key(model_path, n_threads)
     verdicts = DiskCache(Path(cache_dir) / VERDICTS_FILE)
     if verdicts.get(key) is not None:
         return
-    result = run_probe(model_path, n_threads, probe_command)
+    result = run_probe(model_path, n_threads)
     verdicts.put(key, {"version": VERDICT_VERSION, "system_info": result.system_info,
                        "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
 
 
-def run_probe(model_path: Path, n_threads: int, probe_command=None) -> ProbeResult:
+def run_probe(model_path: Path, n_threads: int) -> ProbeResult:
     """Load the model and decode a few tokens in a child process; EngineError if it fails or dies."""
-    command = probe_command or [sys.executable, "-m", "rag.engine", str(model_path), str(n_threads)]
+    command = [sys.executable, "-m", "rag.engine", str(model_path), str(n_threads)]
     try:
         child = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
                                stdin=subprocess.DEVNULL)
