@@ -3,13 +3,16 @@
 `Backend` holds the retriever, the LLM and the ChatAnswerer (rag/conversation.py) and
 turns one chat turn into a stream of events for the page: ("status", message),
 ("text", new answer text), ("sentence", checked Sentence), then ("done", ChatReply)
-or ("error", one readable line). The library runs in a worker thread; its callbacks
-are bridged to the caller through a queue. Nothing here formats HTML.
+or ("error", one readable line). The library runs in a daemon worker thread; its
+callbacks are bridged to the caller through a queue. close() stops the answers in
+progress at their next token, so a shutting-down server is not held by a generation.
+Nothing here formats HTML.
 """
 
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -24,6 +27,12 @@ log = logging.getLogger(__name__)
 
 LOADING = "Loading the papers and the models (first question only)…"
 BUILDING_INDEX = "Building the search index of the papers (first run only, about 15 s)…"
+STOPPED = "stopped: the server is shutting down"
+EVENT_POLL_S = 0.2   # how often a waiting stream checks whether the backend is closing
+
+
+class Stopped(RagError):
+    """The backend is closing: the answer in progress was cut off."""
 
 
 class Backend:
@@ -33,6 +42,7 @@ class Backend:
         self.settings = settings
         self.generation_lock = threading.Lock()   # the local LLM generates for one request at a time
         self._open_lock = threading.Lock()
+        self._closing = threading.Event()         # set by close(): answers stop at their next token
         self._retriever: Retriever | None = None
         self.chat: ChatAnswerer | None = None
 
@@ -46,12 +56,15 @@ class Backend:
         return self.generation_lock.locked()
 
     def open(self, notify=lambda message: None) -> ChatAnswerer:
-        """Open the index (building it on first run) and the model, once."""
+        """Open the index (building it on first run) and the model, once; a closed backend stays closed."""
         with self._open_lock:
+            if self._closing.is_set():
+                raise Stopped(STOPPED)
             if self.chat is None:
                 retriever = Retriever(self.settings, notify=notify)
                 try:
-                    self.chat = ChatAnswerer(self.settings, retriever, llm.open_model(self.settings))
+                    model = StoppableModel(llm.open_model(self.settings), self._closing)
+                    self.chat = ChatAnswerer(self.settings, retriever, model)
                 except BaseException:
                     retriever.close()
                     raise
@@ -67,11 +80,31 @@ class Backend:
                 log.warning("rag ui: warm-up failed: %s", err)
         threading.Thread(target=work, name="rag-warm-up", daemon=True).start()
 
-    def close(self) -> None:
-        with self._open_lock:
-            if self._retriever is not None:
-                self._retriever.close()
-            self._retriever, self.chat = None, None
+    def stop(self) -> None:
+        """Answers in progress end at their next token (their streams at once); new ones are refused."""
+        self._closing.set()
+
+    def close(self, timeout_s: float | None = None) -> bool:
+        """stop(), then close the retriever, for good.
+
+        Waits for a load or a generation to end, at most timeout_s seconds (None: as long as it
+        takes); returns False, leaving things open, when one was still running then."""
+        self.stop()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        if not _acquire(self._open_lock, deadline):
+            return False
+        try:
+            if not _acquire(self.generation_lock, deadline):
+                return False
+            try:
+                if self._retriever is not None:
+                    self._retriever.close()
+                self._retriever, self.chat = None, None
+            finally:
+                self.generation_lock.release()
+        finally:
+            self._open_lock.release()
+        return True
 
     def stream(self, question: str, history: list[Turn], k: int | None, filters: Filters) -> Iterator[tuple]:
         """Events of one chat turn, ending with ("done", ChatReply) or ("error", message)."""
@@ -95,10 +128,46 @@ class Backend:
 
         threading.Thread(target=work, name="rag-answer", daemon=True).start()
         while True:
-            event = events.get()
+            try:
+                event = events.get(timeout=EVENT_POLL_S)
+            except queue.Empty:
+                if self._closing.is_set():   # the worker may be stuck in a load or a prompt: do not wait
+                    yield ("error", STOPPED, [])
+                    return
+                continue
             yield event
             if event[0] in ("done", "error"):
                 return
+
+
+class StoppableModel:
+    """A chat model whose replies end at the next token once `stopping` is set, raising Stopped."""
+
+    def __init__(self, model, stopping: threading.Event):
+        self._model = model
+        self._stopping = stopping
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)   # backend, model name and anything else the library reads
+
+    def stream(self, messages, schema, max_tokens):
+        deltas = iter(self._model.stream(messages, schema, max_tokens))
+        try:
+            for delta in deltas:
+                if self._stopping.is_set():
+                    raise Stopped(STOPPED)
+                yield delta
+        finally:
+            close = getattr(deltas, "close", None)
+            if close is not None:
+                close()   # a local decode or an HTTP stream ends here, not when garbage-collected
+
+
+def _acquire(lock: threading.Lock, deadline: float | None) -> bool:
+    """Take `lock`, waiting until `deadline` (time.monotonic(); None: for ever)."""
+    if deadline is None:
+        return lock.acquire()
+    return lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
 
 
 @dataclass
