@@ -5,11 +5,16 @@ category, score, the abstract with the sentences that back the answer highlighte
 follow-up questions, filters by category and author, and how many papers to retrieve.
 The local LLM answers one request at a time (one queue shared by the page and the `ask`
 API endpoint); waiting users see that they are queued. Loopback by default; any other
-address needs a user and password. Retrieval, prompts and checks live in rag/.
+address needs a user and password. `rag ui` stops on SIGINT or SIGTERM within a few
+seconds, even mid-answer (see serve). Retrieval, prompts and checks live in rag/.
 """
 
+import gc
 import ipaddress
 import os
+import signal
+import threading
+import time
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -25,6 +30,11 @@ from ui.backend import Backend, StreamedAnswer
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
 AUTH_ENV = "RAG_UI_AUTH"
+SHUTDOWN_GRACE_S = 3.0           # how long a stop waits for a model load or an answer's prompt to end
+SHUTDOWN_DEADLINE_S = 8.0        # a signalled process has exited by then, whatever still runs
+EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 0}   # SIGTERM is how services are stopped: not a failure
+SIGNAL_POLL_S = 0.1
+CONNECTION_GRACE_S = 1.0         # open streams (a page's heartbeat, an answer) get this long when the server closes
 DEFAULT_CONCURRENCY = 8          # events that need no LLM (adding a question, clearing)
 LLM_QUEUE = "llm"                # the page's answers and the API share this one-at-a-time queue
 EXAMPLES = [
@@ -85,11 +95,14 @@ class ChatApp:
         _app, url, _share = self.blocks.launch(
             server_name=host, server_port=port, share=False, auth=credentials, prevent_thread_lock=True,
             quiet=True, css=CSS, head=HEAD, ssr_mode=False, mcp_server=False, pwa=False)
+        self.blocks.server.config.timeout_graceful_shutdown = CONNECTION_GRACE_S   # uvicorn's; None: wait for ever
         return url
 
-    def close(self) -> None:
+    def close(self, timeout_s: float | None = None) -> bool:
+        """Stop serving and close the backend; False if a load or an answer still ran after timeout_s."""
+        self.backend.stop()   # streams end first, so their connections do not hold the server
         self.blocks.close()
-        self.backend.close()
+        return self.backend.close(timeout_s)
 
 
 def parse_auth(value: str | None) -> tuple[str, str] | None:
@@ -246,13 +259,72 @@ def build_app(settings: Settings | None = None) -> ChatApp:
 
 def serve(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, auth: str | None = None,
           announce=print) -> None:
-    """`rag ui`: check the address, start loading the models, serve until interrupted."""
+    """`rag ui`: check the address, start loading the models, serve until SIGINT or SIGTERM.
+
+    Then it closes the server and the backend (an answer in progress stops at its next token)
+    and raises KeyboardInterrupt after SIGINT (the CLI exits 130) or returns after SIGTERM
+    (exit 0). The process exits at once, with that status, when a second signal comes, when
+    a model load or an answer's prompt is still running SHUTDOWN_GRACE_S into the close, or
+    when anything holds it SHUTDOWN_DEADLINE_S after the signal."""
     check_bind(host, auth)
+    stop = StopSignals(SHUTDOWN_DEADLINE_S).install()
     app = build_app(settings)
-    app.backend.warm_up()
-    url = app.launch(host, port, auth)
-    announce(f"rag ui: serving the chat on {url} (Ctrl+C to stop)")
     try:
-        app.blocks.block_thread()
-    finally:
-        app.close()
+        app.backend.warm_up()
+        url = app.launch(host, port, auth)
+        announce(f"rag ui: serving the chat on {url} (Ctrl+C to stop)")
+        signum = stop.wait()
+    except BaseException:
+        app.close(SHUTDOWN_GRACE_S)
+        raise
+    if not app.close(SHUTDOWN_GRACE_S):
+        exit_now(signum, f"the model was still loading or answering {SHUTDOWN_GRACE_S:g} s into the stop; "
+                         "exiting without waiting for it")
+    gc.freeze()   # the process ends next: collecting its whole heap at exit took seconds and frees nothing
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+
+
+class StopSignals:
+    """SIGINT and SIGTERM ask the process to stop: the first is noted, a second exits at once.
+
+    The handler only sets an attribute (it runs between any two bytecodes of the main thread,
+    so it must not take a lock that thread may hold). A daemon watchdog exits the process
+    `deadline_s` after the first signal if it is still alive then: a close that hangs, or a
+    thread that interpreter shutdown waits for."""
+
+    def __init__(self, deadline_s: float):
+        self.deadline_s = deadline_s
+        self.received: int | None = None
+
+    def install(self) -> "StopSignals":
+        for signum in EXIT_STATUS:
+            signal.signal(signum, self._on_signal)
+        threading.Thread(target=self._watch, name="rag-ui-watchdog", daemon=True).start()
+        return self
+
+    def wait(self) -> int:
+        """Block until a signal has come; returns its number."""
+        while self.received is None:
+            time.sleep(SIGNAL_POLL_S)
+        return self.received
+
+    def _on_signal(self, signum: int, _frame) -> None:
+        if self.received is not None:
+            exit_now(self.received, f"{signal.Signals(signum).name} during shutdown: exiting at once")
+        self.received = signum
+
+    def _watch(self) -> None:
+        signum = self.wait()
+        time.sleep(self.deadline_s)
+        exit_now(signum, f"still running {self.deadline_s:g} s after {signal.Signals(signum).name}: "
+                         "exiting without waiting")
+
+
+def exit_now(signum: int, reason: str) -> None:
+    """End the process at once with the exit status for `signum`, saying why on stderr."""
+    try:
+        os.write(2, f"rag ui: {reason}\n".encode())
+    except OSError:   # no stderr
+        pass
+    os._exit(EXIT_STATUS[signum])
