@@ -1,12 +1,20 @@
 """The chat UI's library side and its `ask` API: condensing follow-ups, evidence, rendering, auth, queueing.
 
 The app runs in-process on a free loopback port with the scripted fake LLM and the real
-index of data/; gradio_client calls its named endpoint like any remote user would.
+index of data/; gradio_client calls its named endpoint like any remote user would. The
+`rag ui` command itself runs as a subprocess against an unreachable or a slow fake
+OpenAI-compatible backend, to check that it serves and that SIGINT and SIGTERM stop it.
 """
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -15,7 +23,7 @@ from fakes import ScriptedModel, reply
 from rag.answer import Sentence
 from rag.conversation import Turn, condense_question, format_history, parse_condensed
 from rag.errors import UsageError
-from servers import free_port
+from servers import free_port, slow_chat_server
 
 EXAMPLE = "what methods reduce reasoning length?"
 GFPO_SENTENCE = ("GFPO samples larger groups and trains on responses filtered by length and token efficiency.", [1])
@@ -275,6 +283,46 @@ def test_first_question_on_an_empty_index_says_the_index_is_being_built(small_co
     assert [e[0] for e in events[2:-1]] == ["text"] * (len(events) - 4) + ["sentence"]
 
 
+class EndlessModel:
+    """A fake model that streams one character every 10 ms until it is stopped; says when it started and ended."""
+
+    backend = "fake"
+    model = "endless"
+
+    def __init__(self):
+        self.started = threading.Event()
+        self.ended = threading.Event()
+        self.streamed = 0
+
+    def stream(self, messages, schema, max_tokens):
+        self.started.set()
+        try:
+            while True:
+                self.streamed += 1
+                yield "x"
+                time.sleep(0.01)
+        finally:
+            self.ended.set()
+
+
+def test_closing_the_backend_stops_the_answer_in_progress_at_its_next_token(real_settings, monkeypatch):
+    import rag.llm
+    from rag.retrieve import Filters
+    from ui.backend import LOADING, STOPPED, Backend
+
+    model = EndlessModel()
+    monkeypatch.setattr(rag.llm, "open_model", lambda settings: model)
+    backend = Backend(real_settings)
+    events = backend.stream(EXAMPLE, [], None, Filters())
+    assert next(events) == ("status", LOADING)
+    assert model.started.wait(60)
+    assert backend.close(timeout_s=5)          # it waited for the generation to end
+    assert model.ended.is_set() and not backend.busy
+    streamed = model.streamed
+    assert list(events) == [("error", STOPPED, [])] and model.streamed == streamed
+    assert list(backend.stream(EXAMPLE, [], None, Filters()))[-1] == ("error", STOPPED, [])   # closed for good
+
+
 def test_abstention_is_said_plainly_with_its_reason():
     from rag.answer import CANNOT_ANSWER, Answer
     from rag.conversation import ChatReply
@@ -288,30 +336,84 @@ def test_abstention_is_said_plainly_with_its_reason():
     assert "<del>The moon is made of cheese.</del>" in html and "Searched for" not in html
 
 
-def test_rag_ui_prints_its_url_and_serves_the_page(real_index_home, tmp_path):
-    """The real command in a subprocess (an unreachable openai-like backend, so no model is loaded)."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import urllib.request
+# --- `rag ui` as a process: start, serve, stop on a signal ------------------------------------
 
+STOP_LIMIT_S = 10            # how long `rag ui` may take to exit after SIGINT or SIGTERM
+EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 0}
+SLOW_REPLY = json.dumps(reply(GFPO_SENTENCE))   # streamed 3 characters a second: about a minute
+
+
+@contextlib.contextmanager
+def rag_ui_process(home, base_url: str, log_path):
+    """`rag ui` in a subprocess with the openai-like backend at base_url; yields (process, page URL) once it
+    has printed its URL line; killed afterwards if it is still running. stdin is /dev/null, as in CI."""
     port = free_port()
-    env = {**os.environ, "RAG_HOME": str(real_index_home), "RAG_BACKEND": "openai-like", "RAG_MODEL": "m",
-           "RAG_BASE_URL": f"http://127.0.0.1:{free_port()}/v1", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "rag", "ui", "--port", str(port)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    env = {**os.environ, "RAG_HOME": str(home), "RAG_BACKEND": "openai-like", "RAG_MODEL": "m",
+           "RAG_BASE_URL": base_url, "HF_HUB_OFFLINE": "1"}
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "rag", "ui", "--port", str(port)], env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True)
     try:
         line = proc.stdout.readline()
-        assert line == f"rag ui: serving the chat on http://127.0.0.1:{port}/ (Ctrl+C to stop)\n"
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as page:
-            assert page.status == 200 and "rag · ask the papers" in page.read().decode()
+        assert line == f"rag ui: serving the chat on http://127.0.0.1:{port}/ (Ctrl+C to stop)\n", \
+            log_path.read_text()[-2000:]
+        yield proc, f"http://127.0.0.1:{port}/"
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=90)   # seconds on an idle machine; a loaded 2-core one is much slower
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            proc.stdout.close()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stdout.close()
+
+
+def stop_process(proc, signum, log_path) -> None:
+    """Send `signum`; fails unless the process has exited within STOP_LIMIT_S."""
+    proc.send_signal(signum)
+    try:
+        proc.wait(timeout=STOP_LIMIT_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"rag ui still running {STOP_LIMIT_S} s after {signal.Signals(signum).name}; its stderr:\n"
+                    + log_path.read_text()[-2000:])
+
+
+def fetch_page(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=30) as page:
+        assert page.status == 200
+        return page.read().decode()
+
+
+def start_answer(url: str, question: str) -> None:
+    """Queue a question on the `ask` endpoint, as the page does, without waiting for its answer."""
+    body = json.dumps({"data": [question, "", "", 0, []]}).encode()   # question, category, author, k, history
+    request = urllib.request.Request(f"{url}gradio_api/call/ask", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert "event_id" in json.load(response)
+
+
+def test_rag_ui_prints_its_url_and_serves_the_page(real_index_home, tmp_path):
+    """The real command in a subprocess (an unreachable openai-like backend, so no model is loaded)."""
+    log = tmp_path / "rag-ui.log"
+    with rag_ui_process(real_index_home, f"http://127.0.0.1:{free_port()}/v1", log) as (proc, url):
+        assert "rag · ask the papers" in fetch_page(url)
+        stop_process(proc, signal.SIGINT, log)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_rag_ui_stops_on_a_signal_while_still_loading(real_index_home, tmp_path, signum):
+    """Right after start-up the models are still loading in the background: that must not hold the exit."""
+    log = tmp_path / "rag-ui.log"
+    with rag_ui_process(real_index_home, f"http://127.0.0.1:{free_port()}/v1", log) as (proc, url):
+        fetch_page(url)
+        stop_process(proc, signum, log)
+    assert proc.returncode == EXIT_STATUS[signum], log.read_text()[-2000:]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_rag_ui_stops_on_a_signal_while_an_answer_streams(real_index_home, tmp_path, signum):
+    """An answer streaming from a slow backend is cut off: the process exits, with the status of the signal."""
+    log = tmp_path / "rag-ui.log"
+    with slow_chat_server(SLOW_REPLY, interval_s=1.0) as backend, \
+            rag_ui_process(real_index_home, backend.base_url, log) as (proc, url):
+        start_answer(url, EXAMPLE)
+        assert backend.streaming.wait(120), "the answer never started streaming: " + log.read_text()[-2000:]
+        stop_process(proc, signum, log)
+    assert proc.returncode == EXIT_STATUS[signum], log.read_text()[-2000:]
