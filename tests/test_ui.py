@@ -344,15 +344,18 @@ SLOW_REPLY = json.dumps(reply(GFPO_SENTENCE))   # streamed 3 characters a second
 
 
 @contextlib.contextmanager
-def rag_ui_process(home, base_url: str, log_path):
+def rag_ui_process(home, base_url: str, log_path, sigint_ignored: bool = False):
     """`rag ui` in a subprocess with the openai-like backend at base_url; yields (process, page URL) once it
-    has printed its URL line; killed afterwards if it is still running. stdin is /dev/null, as in CI."""
+    has printed its URL line; killed afterwards if it is still running. stdin is /dev/null, as in CI;
+    sigint_ignored: it starts with SIGINT ignored, as a background job of a script does."""
     port = free_port()
     env = {**os.environ, "RAG_HOME": str(home), "RAG_BACKEND": "openai-like", "RAG_MODEL": "m",
            "RAG_BASE_URL": base_url, "HF_HUB_OFFLINE": "1"}
+    ignore_sigint = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "rag", "ui", "--port", str(port)], env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True)
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True,
+                                preexec_fn=ignore_sigint)
     try:
         line = proc.stdout.readline()
         assert line == f"rag ui: serving the chat on http://127.0.0.1:{port}/ (Ctrl+C to stop)\n", \
@@ -405,6 +408,17 @@ def test_rag_ui_stops_on_a_signal_while_still_loading(real_index_home, tmp_path,
         fetch_page(url)
         stop_process(proc, signum, log)
     assert proc.returncode == EXIT_STATUS[signum], log.read_text()[-2000:]
+
+
+def test_rag_ui_stops_on_sigint_even_when_started_with_sigint_ignored(real_index_home, tmp_path):
+    """A background job of a non-interactive shell (how CI runners start jobs, stdin /dev/null) inherits
+    SIGINT ignored, and Python then keeps ignoring it: `kill -INT` and Ctrl+C must still stop `rag ui`."""
+    log = tmp_path / "rag-ui.log"
+    with rag_ui_process(real_index_home, f"http://127.0.0.1:{free_port()}/v1", log, sigint_ignored=True) \
+            as (proc, url):
+        fetch_page(url)
+        stop_process(proc, signal.SIGINT, log)
+    assert proc.returncode == EXIT_STATUS[signal.SIGINT], log.read_text()[-2000:]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
