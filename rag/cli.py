@@ -70,12 +70,17 @@ def build_parser() -> argparse.ArgumentParser:
     ask.set_defaults(handler=run_ask)
 
     evaluate = sub.add_parser("eval", parents=[common, llm], help="measure retrieval and answers on the eval set",
-                              description="Answer every question of eval/questions.jsonl and score retrieval "
+                              description="Answer the test part of each question set in eval/ "
+                              "(questions.jsonl, worded like the abstracts; paraphrase.jsonl, worded away from "
+                              "them) and score retrieval "
                               "(recall@1/5/10, MRR, nDCG@10), citations, grounding, correctness, abstention "
                               "and latency per question type; writes results.json, report.md and charts.")
     evaluate.add_argument("--retrieval-only", action="store_true", help="retrieval metrics only (fast, no LLM)")
     evaluate.add_argument("--compare", default="hybrid", help="comma-separated retrieval methods: hybrid, rrf, dense, bm25")
-    evaluate.add_argument("--questions", type=Path, help="questions file (default eval/questions.jsonl)")
+    evaluate.add_argument("--questions", type=Path, help="one questions file instead of every set in eval/ "
+                          "(questions.jsonl and paraphrase.jsonl)")
+    evaluate.add_argument("--split", choices=["test", "tune", "all"], default="test",
+                          help="which part of each set to measure (default test; knobs are chosen on tune)")
     evaluate.add_argument("--types", help="only these question types, comma-separated (e.g. detail,author)")
     evaluate.add_argument("--judge", choices=["grounding", "llm"], action="append",
                           help="also judge citations with the LLM (`--judge llm`, cached); the "
@@ -350,8 +355,10 @@ def run_eval(args) -> int:
     progress = EvalProgress()
     started = time.perf_counter()
     try:
-        results = evaluation.evaluate(settings, methods, args.questions, types=_list_option(args.types),
-                                      answers=not args.retrieval_only, judges=args.judge or ["grounding"],
+        question_sets = {args.questions.stem: args.questions} if args.questions else None
+        results = evaluation.evaluate(settings, methods, question_sets, types=_list_option(args.types),
+                                      split=args.split, answers=not args.retrieval_only,
+                                      judges=args.judge or ["grounding"],
                                       progress=progress.retrieval, answer_progress=progress.answer,
                                       out=out, resume=args.resume)
     finally:

@@ -16,15 +16,30 @@ CHART_METRICS = (("answered", "answered (answerable)"), ("accuracy", "LitQA accu
                  ("gold_recall", "gold recall"), ("alce_recall_grounding", "ALCE citation recall"))
 
 
+RETRIEVAL_CHART_METRICS = (("recall@5", "recall@5"), ("mrr", "MRR"))
+
+
 def retrieval_table(results: dict) -> str:
-    """Markdown: one row per retrieval method and question type."""
-    lines = ["| method | type | n | " + " | ".join(METRICS) + " | search p50 ms |",
-             "|---|---|---|" + "---|" * len(METRICS) + "---|"]
-    for method, result in results["methods"].items():
-        for label, metrics in [("overall", result["overall"])] + list(result["by_type"].items()):
-            cells = " | ".join(f"{metrics[m]:.3f}" for m in METRICS)
-            latency = f"{result['search_p50_ms']:.1f}" if label == "overall" else ""
-            lines.append(f"| {method} | {label} | {metrics['n']} | {cells} | {latency} |")
+    """Markdown: one row per question set, retrieval method and question type."""
+    lines = ["| set | method | type | n | " + " | ".join(METRICS) + " | search p50 ms |",
+             "|---|---|---|---|" + "---|" * len(METRICS) + "---|"]
+    for set_name, measured in results["sets"].items():
+        for method, result in measured["methods"].items():
+            for label, metrics in [("overall", result["overall"])] + list(result["by_type"].items()):
+                cells = " | ".join(f"{metrics[m]:.3f}" for m in METRICS)
+                latency = f"{result['search_p50_ms']:.1f}" if label == "overall" else ""
+                lines.append(f"| {set_name} | {method} | {label} | {metrics['n']} | {cells} | {latency} |")
+    return "\n".join(lines)
+
+
+def overlap_table(results: dict) -> str:
+    """Markdown: quartiles of the questions' lexical overlap with their gold abstracts, per set and type."""
+    lines = ["| set | type | n | q1 | median | q3 |", "|---|---|---|---|---|---|"]
+    for set_name, measured in results["sets"].items():
+        overlap = measured["overlap"]
+        for label, row in [("overall", overlap["overall"])] + list(overlap["by_type"].items()):
+            lines.append(f"| {set_name} | {label} | {row['n']} | " +
+                         " | ".join(_cell(row[k], 2) for k in ("q1", "median", "q3")) + " |")
     return "\n".join(lines)
 
 
@@ -53,7 +68,8 @@ def summary(results: dict) -> str:
         answers = results["answers"]
         parts += ["Answers", answer_table(answers), "", "Latency", latency_table(answers),
                   f"\nCitations dropped by the repair step: {answers['overall']['dropped_citations']}", ""]
-    parts += ["Retrieval", retrieval_table(results)]
+    parts += [f"Retrieval ({results['split']} part of each set)", retrieval_table(results), "",
+              "Lexical overlap of questions with their gold abstracts", overlap_table(results)]
     return "\n".join(parts)
 
 
@@ -61,7 +77,7 @@ def write_run(results: dict, out: Path) -> list[Path]:
     """results.json, report.md and, for full runs, the charts in `out`; returns the files written."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
-    charts = write_charts(results, out) if "answers" in results else []
+    charts = [write_retrieval_chart(results, out)] + (write_charts(results, out) if "answers" in results else [])
     (out / "report.md").write_text(report(results, charts), encoding="utf-8")
     return [out / "results.json", out / "report.md"] + charts
 
@@ -69,15 +85,21 @@ def write_run(results: dict, out: Path) -> list[Path]:
 def report(results: dict, charts: list[Path]) -> str:
     """report.md: the tables, the charts, the questions answered wrongly, the manifest."""
     title = "Evaluation" if "answers" in results else "Retrieval evaluation"
-    parts = [f"# {title}", "", f"{results['questions']} questions (those with gold papers are scored "
-             "for retrieval).", ""]
+    sizes = ", ".join(f"{name} {measured['questions']}" for name, measured in results["sets"].items())
+    parts = [f"# {title}", "", f"The {results['split']} part of each question set ({sizes} questions; those "
+             "with gold papers are scored for retrieval). Knobs are chosen on the tune parts only "
+             "(eval/README.md).", ""]
     if "answers" in results:
         answers = results["answers"]
         parts += ["## Answers", "", "Metric definitions: eval/README.md.", "", answer_table(answers), "",
                   "## Latency (seconds, questions the model was asked)", "", latency_table(answers), ""]
-        parts += [f"![{chart.stem}]({chart.name})" for chart in charts] + [""]
+        parts += [f"![{chart.stem}]({chart.name})" for chart in charts[1:]] + [""]
         parts += ["## Questions not answered correctly", "", *wrong_answers(answers["rows"]), ""]
-    parts += ["## Retrieval", "", retrieval_table(results), "", "## Manifest", ""]
+    parts += ["## Retrieval", "", retrieval_table(results), "", f"![{charts[0].stem}]({charts[0].name})", "",
+              "## How hard each set is: lexical overlap", "",
+              "Share of a question's content words (stemmed) that occur in its gold abstract "
+              "(the highest over its gold papers; English questions with gold papers).", "",
+              overlap_table(results), "", "## Manifest", ""]
     parts += [f"- {key}: `{json.dumps(value, ensure_ascii=False)}`" for key, value in results["manifest"].items()]
     return "\n".join(parts) + "\n"
 
@@ -102,13 +124,44 @@ def wrong_answers(rows: list[dict]) -> list[str]:
     return lines or ["(none)"]
 
 
-def write_charts(results: dict, out: Path) -> list[Path]:
-    """metrics_by_type.png (answer metrics per question type) and latency.png (distributions)."""
+def write_retrieval_chart(results: dict, out: Path) -> Path:
+    """retrieval_by_type.png: recall@5 and MRR per question type and method, one panel per set and metric."""
+    pyplot = _pyplot()
+    sets = list(results["sets"].items())
+    figure, axes = pyplot.subplots(len(sets), len(RETRIEVAL_CHART_METRICS), squeeze=False,
+                                   figsize=(12, 3.6 * len(sets)))
+    for row, (set_name, measured) in enumerate(sets):
+        methods = measured["methods"]
+        types = list(dict.fromkeys(t for result in methods.values() for t in result["by_type"]))
+        width = 0.8 / max(len(methods), 1)
+        for column, (key, label) in enumerate(RETRIEVAL_CHART_METRICS):
+            panel = axes[row][column]
+            for i, (method, result) in enumerate(methods.items()):
+                values = [result["by_type"].get(t, {}).get(key, 0.0) for t in types]
+                panel.bar([x + i * width for x in range(len(types))], values, width, label=method)
+            panel.set_xticks([x + width * (len(methods) - 1) / 2 for x in range(len(types))], types, fontsize=8)
+            panel.set_ylim(0, 1.05)
+            panel.set_title(f"{set_name} ({results['split']}): {label}")
+            panel.legend(loc="lower left", fontsize=7)
+    path = out / "retrieval_by_type.png"
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    pyplot.close(figure)
+    return path
+
+
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
+    return pyplot
+
+
+def write_charts(results: dict, out: Path) -> list[Path]:
+    """metrics_by_type.png (answer metrics per question type) and latency.png (distributions)."""
+    pyplot = _pyplot()
     answers = results["answers"]
     types = list(answers["by_type"])
     figure, axes = pyplot.subplots(figsize=(10, 4.5))
@@ -162,9 +215,13 @@ def diff_runs(a: dict, b: dict) -> str:
         parts += ["", "## Answers (B − A)", "", _delta_table(a["answers"], b["answers"],
                                                               [k for k, _ in ANSWER_COLUMNS] + list(LATENCY_COLUMNS))]
         parts += ["", "## Questions whose outcome changed", ""] + outcome_changes(a["answers"], b["answers"])
-    for method in [m for m in a["methods"] if m in b["methods"]]:
-        parts += ["", f"## Retrieval: {method} (B − A)", "",
-                  _delta_table(a["methods"][method], b["methods"][method], list(METRICS))]
+    if a.get("split") != b.get("split"):
+        parts += ["", f"(The runs measured different parts: {a.get('split')} → {b.get('split')}.)"]
+    for set_name in [name for name in a["sets"] if name in b["sets"]]:
+        methods_a, methods_b = a["sets"][set_name]["methods"], b["sets"][set_name]["methods"]
+        for method in [m for m in methods_a if m in methods_b]:
+            parts += ["", f"## Retrieval: {set_name}, {method} (B − A)", "",
+                      _delta_table(methods_a[method], methods_b[method], list(METRICS))]
     return "\n".join(parts)
 
 

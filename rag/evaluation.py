@@ -1,14 +1,19 @@
-"""The eval set and retrieval evaluation: recall@1/5/10, MRR, nDCG@10, and the run manifest.
+"""The eval sets and retrieval evaluation: recall@1/5/10, MRR, nDCG@10, and the run manifest.
 
-Reads eval/questions.jsonl (format in eval/README.md), runs each retrieval method over
-every question that has gold papers, and reports the metrics overall and per question
-type, with the median search time. A full run also answers every question and scores
-the answers (answer_eval.py); eval_report.py writes and compares runs.
+Reads the question sets (eval/questions.jsonl, worded close to the abstracts, and
+eval/paraphrase.jsonl, worded away from them; format in eval/README.md), splits each
+into a tune part and a test part (fixed seed, stratified by type), runs each retrieval
+method over the questions of the chosen part that have gold papers, and reports the
+metrics per set, overall and per question type, with the median search time and each
+question's lexical overlap with its gold abstracts (overlap.py). A full run also
+answers the same questions and scores the answers (answer_eval.py); eval_report.py
+writes and compares runs.
 """
 
 import hashlib
 import json
 import math
+import random
 import statistics
 import subprocess
 import time
@@ -16,12 +21,17 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from rag.errors import RagError, UsageError
+from rag.overlap import lexical_overlap, quartiles
 from rag.prompts import prompt_hashes
 from rag.retrieve import Retriever
 from rag.settings import PACKAGE_DIR, Settings
 from rag.store import index_shape
 
-RESULTS_VERSION = 2
+RESULTS_VERSION = 3
+QUESTION_SETS = {"lexical": "questions.jsonl", "paraphrase": "paraphrase.jsonl"}
+SPLITS = ("test", "tune", "all")
+SPLIT_SEED = 13            # fixed: the same questions are tune questions in every run
+TUNE_SHARE = 0.5           # of each type, rounded down; the test part gets the rest
 CUTOFFS = (1, 5, 10)
 METRICS = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10")
 QUESTION_TYPES = ("paraphrase", "detail", "multi", "author", "category", "unanswerable", "chinese")
@@ -46,7 +56,29 @@ class Question:
 
 
 def default_questions() -> Path:
-    return PACKAGE_DIR.parent / "eval" / "questions.jsonl"
+    return PACKAGE_DIR.parent / "eval" / QUESTION_SETS["lexical"]
+
+
+def default_question_sets() -> dict[str, Path]:
+    """Set name -> questions file, for every set in eval/."""
+    return {name: PACKAGE_DIR.parent / "eval" / file for name, file in QUESTION_SETS.items()}
+
+
+def split_part(questions: list[Question], part: str, seed: int = SPLIT_SEED) -> list[Question]:
+    """The questions of one part: 'tune', 'test' or 'all'.
+
+    Per type, the questions are shuffled with a generator seeded by `seed` and the type;
+    the first TUNE_SHARE of them (rounded down) are the tune part. File order is kept."""
+    if part not in SPLITS:
+        raise UsageError(f"unknown split {part!r}: use {', '.join(SPLITS)}")
+    if part == "all":
+        return list(questions)
+    tune = set()
+    for question_type in sorted({q.type for q in questions}):
+        ids = sorted(q.id for q in questions if q.type == question_type)
+        random.Random(f"{seed}:{question_type}").shuffle(ids)
+        tune.update(ids[:int(len(ids) * TUNE_SHARE)])
+    return [q for q in questions if (q.id in tune) == (part == "tune")]
 
 
 def default_thresholds() -> Path:
@@ -131,23 +163,28 @@ def evaluate_method(settings: Settings, method: str, questions: list[Question], 
             "search_p50_ms": round(1000 * statistics.median(r["search_s"] for r in rows), 2), "rows": rows}
 
 
-def evaluate(settings: Settings, methods: list[str], questions_path: Path | None = None, types=None,
-             answers: bool = False, judges=("grounding",), progress=None,
+def evaluate(settings: Settings, methods: list[str], question_sets: dict[str, Path] | None = None, types=None,
+             split: str = "test", answers: bool = False, judges=("grounding",), progress=None,
              answer_progress=lambda row, done, total: None, out: Path | None = None, resume: bool = False) -> dict:
-    """Every retrieval method over the same questions and, with `answers`, every answer scored.
+    """Every retrieval method over each set's questions of one split and, with `answers`, every answer scored.
 
-    The result carries a manifest of what was measured, so two runs can be compared.
-    With `out`, answers are checkpointed to out/answers.jsonl as they are scored; `resume`
-    reuses the rows there from an interrupted run with the same settings."""
-    path = Path(questions_path or default_questions())
+    `question_sets` maps a set name to its file (default: every set in eval/). The result
+    carries a manifest of what was measured, so two runs can be compared. With `out`,
+    answers are checkpointed to out/answers.jsonl as they are scored; `resume` reuses the
+    rows there from an interrupted run with the same settings."""
+    paths = {name: Path(path) for name, path in (question_sets or default_question_sets()).items()}
     check_types(types or [])
     with Retriever(settings) as retriever:
-        known = {p.paper_id for p in retriever.papers}
+        abstracts = {p.paper_id: p.text for p in retriever.papers}
         index = retriever.store.name
-    questions = [q for q in load_questions(path, known) if not types or q.type in types]
-    results = {"version": RESULTS_VERSION, "kind": "full" if answers else "retrieval",
-               "manifest": manifest(settings, index, path), "questions": len(questions),
-               "methods": {method: evaluate_method(settings, method, questions, progress) for method in methods}}
+    chosen = {name: [q for q in split_part(load_questions(path, set(abstracts)), split) if not types or q.type in types]
+              for name, path in paths.items()}
+    results = {"version": RESULTS_VERSION, "kind": "full" if answers else "retrieval", "split": split,
+               "manifest": manifest(settings, index, paths),
+               "sets": {name: evaluate_set(settings, methods, questions, abstracts, _labelled(progress, name))
+                        for name, questions in chosen.items()}}
+    questions = [q for part in chosen.values() for q in part]
+    results["questions"] = len(questions)
     if answers:
         from rag import llm
         from rag.answer_eval import Checkpoint, describe_model, evaluate_answers
@@ -165,13 +202,43 @@ def evaluate(settings: Settings, methods: list[str], questions_path: Path | None
     return results
 
 
+def evaluate_set(settings: Settings, methods: list[str], questions: list[Question], abstracts: dict[str, str],
+                 progress=None) -> dict:
+    """One question set: its size, the lexical overlap of its questions, and every method's metrics."""
+    overlap = question_overlaps(questions, abstracts)
+    return {"questions": len(questions), "overlap": overlap_summary(questions, overlap),
+            "question_overlap": overlap,
+            "methods": {method: evaluate_method(settings, method, questions, progress) for method in methods}}
+
+
+def _labelled(progress, set_name: str):
+    """The progress callback with each method named after its set ("paraphrase hybrid")."""
+    if progress is None:
+        return None
+    return lambda method, done, total: progress(f"{set_name} {method}", done, total)
+
+
+def question_overlaps(questions: list[Question], abstracts: dict[str, str]) -> dict[str, float]:
+    """Question id -> lexical overlap with its gold abstracts, for English questions with gold papers."""
+    found = {q.id: lexical_overlap(q.question, [abstracts[g] for g in q.gold])
+             for q in questions if q.gold and q.lang == "en"}
+    return {qid: round(value, 3) for qid, value in found.items() if value is not None}
+
+
+def overlap_summary(questions: list[Question], overlap: dict[str, float]) -> dict:
+    """Quartiles of the overlap: over all scored English questions, and per type."""
+    by_type = {t: quartiles([overlap[q.id] for q in questions if q.type == t and q.id in overlap])
+               for t in QUESTION_TYPES}
+    return {"overall": quartiles(list(overlap.values())), "by_type": {t: v for t, v in by_type.items() if v["n"]}}
+
+
 def check_types(types: list[str]) -> None:
     unknown = sorted(set(types) - set(QUESTION_TYPES))
     if unknown:
         raise UsageError(f"unknown question type {unknown[0]!r}: use {', '.join(QUESTION_TYPES)}")
 
 
-def manifest(settings: Settings, index: str, questions_path: Path) -> dict:
+def manifest(settings: Settings, index: str, question_sets: dict[str, Path]) -> dict:
     """What a run depended on, so two runs can be compared honestly."""
     from importlib.metadata import PackageNotFoundError, version
 
@@ -185,7 +252,9 @@ def manifest(settings: Settings, index: str, questions_path: Path) -> dict:
     return {"git_commit": _git("rev-parse", "HEAD"), "git_dirty": None if status is None else bool(status),
             "index": index, "index_shape": index_shape(settings),
             "settings": settings_snapshot(settings),
-            "questions_sha256": hashlib.sha256(questions_path.read_bytes()).hexdigest()[:16],
+            "questions_sha256": {name: hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+                                 for name, path in question_sets.items()},
+            "split": {"seed": SPLIT_SEED, "tune_share": TUNE_SHARE},
             "prompts_sha256": prompt_hashes(), "libraries": libraries,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
@@ -206,16 +275,22 @@ def _git(*args: str) -> str | None:
 
 
 def check_thresholds(results: dict, thresholds: dict) -> list[str]:
-    """Which metrics fell below the floors in thresholds[method][scope][metric]."""
+    """Which metrics fell below the floors in thresholds[split][set][method][scope][metric]."""
     failures = []
-    for method, scopes in thresholds.items():
-        if method.startswith("_"):
+    floors_by_set = thresholds.get(results["split"])
+    if floors_by_set is None:
+        raise UsageError(f"the thresholds file has no floors for the {results['split']!r} split")
+    for set_name, methods in floors_by_set.items():
+        if set_name.startswith("_"):
             continue  # comments
-        result = results["methods"].get(method)
-        if result is None:
-            raise UsageError(f"thresholds name method {method!r}, which this run did not measure")
-        for scope, floors in scopes.items():
-            measured = result["overall"] if scope == "overall" else result["by_type"].get(scope, {})
-            failures += [f"{method} {scope} {metric} {measured.get(metric, 0.0):.3f} < {floor}"
-                         for metric, floor in floors.items() if measured.get(metric, 0.0) < floor]
+        if set_name not in results["sets"]:
+            raise UsageError(f"thresholds name question set {set_name!r}, which this run did not measure")
+        for method, scopes in methods.items():
+            result = results["sets"][set_name]["methods"].get(method)
+            if result is None:
+                raise UsageError(f"thresholds name method {method!r}, which this run did not measure")
+            for scope, floors in scopes.items():
+                measured = result["overall"] if scope == "overall" else result["by_type"].get(scope, {})
+                failures += [f"{set_name} {method} {scope} {metric} {measured.get(metric, 0.0):.3f} < {floor}"
+                             for metric, floor in floors.items() if measured.get(metric, 0.0) < floor]
     return failures

@@ -2,8 +2,10 @@
 
 Covers what the embedding model misses: rare technical terms such as 'grokking', author
 names and category words. Scores whole papers (cleaned abstract text, authors and
-category, accent-folded, English stemming and stopwords); it neither embeds nor fuses:
-retrieve.py combines these scores with dense ones. Building the index takes seconds at
+category, accent-folded, English stemming and stopwords), and gives each question its
+ceiling: the score a paper would get that matched every question word as well as the
+best-matching paper does, a scale that does not depend on which paper wins. It neither
+embeds nor fuses: retrieve.py combines these scores with dense ones. Building the index takes seconds at
 tens of thousands of papers, so it can be kept on disk and reused while the papers are
 the same.
 """
@@ -28,6 +30,7 @@ class KeywordIndex:
 
         logging.getLogger("bm25s").setLevel(logging.ERROR)
         self._retriever = None
+        self._term_best = None
         if not papers:
             return
         saved = Path(folder) / papers_key(papers) if folder is not None else None
@@ -48,6 +51,29 @@ class KeywordIndex:
         self._retriever.similarity_top_k = min(top_n, len(self._retriever.corpus))
         found = self._retriever.retrieve(fold(question))
         return {hit.node.node_id: hit.score for hit in found if hit.score > 0}
+
+
+    def ceiling(self, question: str) -> float:
+        """The sum, over the question's indexed words, of the best BM25 score one paper has for that word."""
+        if self._retriever is None:
+            return 0.0
+        import bm25s
+
+        tokens = bm25s.tokenize(fold(question), stemmer=self._retriever.stemmer, return_ids=False,
+                                token_pattern=self._retriever.token_pattern, show_progress=False)[0]
+        ids = self._retriever.bm25.get_tokens_ids(tokens)
+        return float(sum(self._best_per_term()[i] for i in ids))
+
+    def _best_per_term(self):
+        """Per vocabulary id, the highest score any paper has for that word (BM25's word-by-paper matrix)."""
+        if self._term_best is None:
+            import numpy
+
+            matrix = self._retriever.bm25.scores
+            starts, data = matrix["indptr"], matrix["data"]
+            self._term_best = numpy.array([data[a:b].max() if b > a else 0.0
+                                           for a, b in zip(starts[:-1], starts[1:])])
+        return self._term_best
 
 
 def searchable_text(paper: Paper) -> str:

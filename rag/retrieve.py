@@ -1,12 +1,17 @@
 """Question -> ranked papers: dense search over chunks, aggregated per paper, with filters.
 
-A paper's dense score is the cosine similarity of its best-matching chunk; a
-keyword (BM25) score, scaled to the question's best match, is added with a weight
-from Settings, and so are boosts for papers whose authors or category the question
-names (mentions.py). Each paper appears once, so one paper cannot fill the top k. Filters by
-category (a full `Area · Subarea` or just the area) and by author name (any author
-position, case- and accent-insensitive) are resolved against the stored papers and
-applied to both parts. This module does not generate answers.
+A paper's dense score is the cosine similarity of its best-matching chunk. Its keyword
+score is its BM25 score over the question's ceiling (keyword.py: what a paper matching
+every question word as well as the best paper for that word would score), so a weak match
+stays weak however the other papers score. `hybrid` adds the keyword score with a weight
+from Settings, and boosts for papers whose authors or category the question names
+(mentions.py); `rrf` fuses the two rankings by reciprocal rank instead. Candidates come
+from a pool of fixed size (the best papers by each part, and the named ones), so the
+first n results are the same whatever k is.
+Each paper appears once, so one paper cannot fill the top k. Filters by category (a full
+`Area · Subarea` or just the area) and by author name (any author position, case- and
+accent-insensitive) are resolved against the stored papers and applied to both parts.
+This module does not generate answers.
 """
 
 import difflib
@@ -23,8 +28,8 @@ from rag.settings import Settings
 from rag.store import open_store
 from rag.translate import Translator, question_language, safe_to_english
 
-MIN_CHUNKS_FETCHED = 20
-RRF_K = 60   # reciprocal-rank fusion: 1 / (RRF_K + rank)
+CANDIDATES = 30   # papers taken from each part into the pool that is ranked, whatever k is
+RRF_K = 60        # reciprocal-rank fusion: 1 / (RRF_K + rank)
 
 
 @dataclass(frozen=True)
@@ -106,7 +111,7 @@ class Retriever:
         """Read the stored papers and build the keyword and mention indexes over them."""
         self.papers = stored_papers(self.collection)
         self._papers_by_id = {p.paper_id: p for p in self.papers}
-        self.keyword_index = KeywordIndex(self.papers, self.settings.home / "keyword" / self.store.name)
+        self.keyword_index = KeywordIndex(self.papers)   # not kept on disk: see the issue-7 note (rag ui hang)
         self.mention_index = MentionIndex(self.papers)
 
     def close(self) -> None:
@@ -147,41 +152,53 @@ class Retriever:
         return safe_to_english(self.translator, question, self.notify)
 
     def _rank(self, question: str, query: list[float], k: int, allowed: set[str] | None) -> list[Hit]:
-        """Fuse dense, keyword and mention scores (see _fuse); 'dense' and 'bm25' keep one part only."""
-        method = self.settings.retrieval
+        """The top k of the fixed candidate pool; when k is larger, the next papers ranked after them."""
         where = None if allowed is None else {"paper_id": {"$in": sorted(allowed)}}
-        dense = self._dense(query, k, where) if method != "bm25" else {}
-        keyword = self._keyword(question, k, allowed) if method != "dense" else {}
+        scores, dense, keyword = self._scored_pool(question, query, CANDIDATES, where, allowed)
+        ranked = sorted(scores, key=lambda pid: -scores[pid])
+        if k > len(ranked):
+            more, more_dense, more_keyword = self._scored_pool(question, query, k, where, allowed)
+            ranked += sorted((pid for pid in more if pid not in scores), key=lambda pid: -more[pid])
+            scores, dense, keyword = more | scores, more_dense | dense, more_keyword | keyword
+        ranked = [pid for pid in ranked if pid in self._papers_by_id][:k]
+        return [Hit(rank, self._papers_by_id[pid], scores[pid], dense[pid][1], dense[pid][0],
+                    keyword.get(pid, 0.0)) for rank, pid in enumerate(ranked, start=1)]
+
+    def _scored_pool(self, question: str, query: list[float], size: int, where: dict | None,
+                     allowed: set[str] | None) -> tuple[dict, dict, dict]:
+        """Fused scores of the best `size` papers of each part and the named papers, with the parts."""
+        method = self.settings.retrieval
+        dense = self._dense(query, size, where) if method != "bm25" else {}
+        keyword = self._keyword(question, size, allowed) if method != "dense" else {}
         mentioned = self._mentioned(question, allowed) if method in ("hybrid", "rrf") else {}
         missing = [pid for pid in dict.fromkeys(list(keyword) + list(mentioned)) if pid not in dense]
         if missing:
             dense.update(self._dense_of(query, missing))
         if any(pid not in self._papers_by_id for pid in dense):
             self._load_papers()   # another process ingested since this index was opened
-        scores = self._fuse(method, dense, keyword, mentioned)
-        ranked = [pid for pid in sorted(scores, key=lambda pid: -scores[pid]) if pid in self._papers_by_id][:k]
-        return [Hit(rank, self._papers_by_id[pid], scores[pid], dense[pid][1], dense[pid][0],
-                    keyword.get(pid, 0.0)) for rank, pid in enumerate(ranked, start=1)]
+        return self._fuse(method, dense, keyword, mentioned), dense, keyword
 
     def _fuse(self, method: str, dense: dict, keyword: dict[str, float], mentioned: dict[str, float]) -> dict:
         """paper_id -> fused score.
 
-        hybrid: cosine + keyword_weight * (BM25 / best BM25) + mention boost;
-        rrf: 1/(RRF_K + dense rank) + keyword_weight/(RRF_K + keyword rank) + the mention boost
-        in units of "first in both lists"; dense, bm25: that score alone."""
+        hybrid: cosine + keyword_weight * keyword score (bm25 / ceiling) + mention boost;
+        rrf: 1/(RRF_K + dense rank) + rrf_keyword_weight/(RRF_K + keyword rank) + the mention
+        boost in units of "first in both lists"; dense, bm25: that score alone. Ranks are
+        ranks within the pool, which is a prefix of each part's full ranking."""
         if method == "dense":
             return {pid: item[0] for pid, item in dense.items()}
         if method == "bm25":
             return {pid: s for pid, s in keyword.items() if pid in dense}
-        weight = self.settings.keyword_weight
         if method == "hybrid":
+            weight = self.settings.keyword_weight
             return {pid: item[0] + weight * keyword.get(pid, 0.0) + mentioned.get(pid, 0.0)
                     for pid, item in dense.items()}
+        weight = self.settings.rrf_keyword_weight
         dense_rank = _ranks({pid: item[0] for pid, item in dense.items()})
         keyword_rank = _ranks(keyword)
         unit = (1 + weight) / (RRF_K + 1)
-        return {pid: 1 / (RRF_K + dense_rank[pid]) + weight / (RRF_K + keyword_rank.get(pid, len(dense) + 1))
-                + unit * mentioned.get(pid, 0.0) for pid in dense}
+        return {pid: 1 / (RRF_K + dense_rank[pid]) + unit * mentioned.get(pid, 0.0)
+                + (weight / (RRF_K + keyword_rank[pid]) if pid in keyword_rank else 0.0) for pid in dense}
 
     def _mentioned(self, question: str, allowed: set[str] | None) -> dict[str, float]:
         """Boosts of the papers whose authors or category the question names."""
@@ -198,7 +215,7 @@ class Retriever:
 
         Asks for chunk texts and distances only: the paper comes from the ids, which name it."""
         total = self.collection.count()
-        n = min(total, max(4 * k, MIN_CHUNKS_FETCHED))
+        n = min(total, 4 * k)
         while True:
             found = self.collection.query(query_embeddings=[query], n_results=n, where=where,
                                           include=["documents", "distances"])
@@ -218,15 +235,15 @@ class Retriever:
         cosines = numpy.asarray(found["embeddings"], dtype=numpy.float32) @ numpy.asarray(query, dtype=numpy.float32)
         return _best_chunk_per_paper(found["ids"], found["documents"], cosines.tolist())
 
-    def _keyword(self, question: str, k: int, allowed: set[str] | None) -> dict[str, float]:
-        """Keyword scores of the best candidates, scaled so this question's best paper has 1."""
-        top_n = len(self.papers) if allowed is not None else max(2 * k, MIN_CHUNKS_FETCHED)
+    def _keyword(self, question: str, size: int, allowed: set[str] | None) -> dict[str, float]:
+        """Keyword scores (BM25 / the question's ceiling, 0 to 1) of the best `size` papers that pass the filters."""
+        top_n = len(self.papers) if allowed is not None else size
         scores = self.keyword_index.scores(question, top_n)
         if allowed is not None:
             scores = {pid: s for pid, s in scores.items() if pid in allowed}
-        best = max(scores.values(), default=0.0)
-        ranked = sorted(scores.items(), key=lambda item: -item[1])[:max(2 * k, 10)]
-        return {pid: s / best for pid, s in ranked} if best > 0 else {}
+        ceiling = self.keyword_index.ceiling(question)
+        best = sorted(scores.items(), key=lambda item: -item[1])[:size]
+        return {pid: s / ceiling for pid, s in best} if ceiling > 0 else {}
 
     def chunks_of(self, paper_ids: list[str]) -> dict[str, list[tuple[str, list[float]]]]:
         """Each paper's chunks in document order, with their stored embeddings."""

@@ -126,3 +126,52 @@ def test_the_keyword_index_is_kept_on_disk_and_rebuilt_when_the_papers_change(tm
     fewer = keyword.KeywordIndex(papers[:40], tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == [keyword.papers_key(papers[:40])]   # the old one is gone
     assert set(fewer.scores("Which papers study grokking?", 80)) <= {p.paper_id for p in papers[:40]}
+
+
+def english_eval_questions():
+    from rag.evaluation import default_question_sets, load_questions
+
+    papers = {p.paper_id for p in load_corpus_papers()}
+    return [q for path in default_question_sets().values() for q in load_questions(path, papers) if q.lang == "en"]
+
+
+def load_corpus_papers():
+    from rag.corpus import load_corpus
+
+    return load_corpus([DATA]).papers
+
+
+class FixedEmbedder:
+    """Hands out vectors embedded beforehand in one batch: the test searches each question 8 times."""
+
+    def __init__(self, vectors: dict):
+        self.vectors = vectors
+
+    def get_query_embedding(self, text):
+        return self.vectors[text]
+
+
+@pytest.fixture(scope="module")
+def question_vectors(real_index_home):
+    from rag.embedding import load_embed_model
+
+    texts = sorted({q.question for q in english_eval_questions()})
+    model = load_embed_model(Settings().embed_model, 64)
+    return dict(zip(texts, model.get_text_embedding_batch(texts)))
+
+
+@pytest.mark.parametrize("filtered", [False, True], ids=["no filter", "category filter"])
+def test_the_first_results_do_not_depend_on_k(retriever, filtered, question_vectors, monkeypatch):
+    """The first n of `-k m` are the results of `-k n` (n = 1, 5; m = 5, 10, 20), for every English eval question."""
+    monkeypatch.setattr(retriever, "embed_model", FixedEmbedder(question_vectors))
+    areas = {p.paper_id: p.category.split(" · ")[0] for p in load_corpus_papers() if p.category}
+    differ = []
+    for question in english_eval_questions():
+        area = next((areas[g] for g in question.gold if g in areas), None)
+        if filtered and area is None:
+            continue
+        filters = Filters(category=area) if filtered else Filters()
+        ranked = {k: [h.paper.paper_id for h in retriever.search(question.question, k=k, filters=filters).hits]
+                  for k in (1, 5, 10, 20)}
+        differ += [(question.id, n, m) for n in (1, 5) for m in (5, 10, 20) if m >= n and ranked[m][:n] != ranked[n]]
+    assert differ == []
