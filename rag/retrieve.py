@@ -111,7 +111,7 @@ class Retriever:
         """Read the stored papers and build the keyword and mention indexes over them."""
         self.papers = stored_papers(self.collection)
         self._papers_by_id = {p.paper_id: p for p in self.papers}
-        self.keyword_index = KeywordIndex(self.papers)   # not kept on disk: see the issue-7 note (rag ui hang)
+        self.keyword_index = KeywordIndex(self.papers, self.settings.home / "keyword" / self.store.name)
         self.mention_index = MentionIndex(self.papers)
 
     def close(self) -> None:
