@@ -431,3 +431,24 @@ def test_rag_ui_stops_on_a_signal_while_an_answer_streams(real_index_home, tmp_p
         assert backend.streaming.wait(120), "the answer never started streaming: " + log.read_text()[-2000:]
         stop_process(proc, signum, log)
     assert proc.returncode == EXIT_STATUS[signum], log.read_text()[-2000:]
+
+
+@pytest.mark.parametrize("second", [None, signal.SIGINT], ids=["one-signal", "then-SIGINT"])
+def test_rag_ui_exits_when_an_answer_cannot_be_stopped(real_index_home, tmp_path, second):
+    """A backend that stalls mid-reply (as the local model does while it reads a long prompt) cannot be stopped
+    between tokens: the process exits anyway, after the grace or at once on a second signal, with the status
+    of the first signal."""
+    log = tmp_path / "rag-ui.log"
+    with slow_chat_server(SLOW_REPLY, interval_s=600) as backend, \
+            rag_ui_process(real_index_home, backend.base_url, log) as (proc, url):
+        start_answer(url, EXAMPLE)
+        assert backend.streaming.wait(120), "the answer never started streaming: " + log.read_text()[-2000:]
+        if second is None:
+            stop_process(proc, signal.SIGTERM, log)
+        else:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.stdout.readline().startswith("rag ui: stopping (SIGTERM")
+            stop_process(proc, second, log)
+    assert proc.returncode == EXIT_STATUS[signal.SIGTERM], log.read_text()[-2000:]
+    reason = "exiting without waiting" if second is None else "SIGINT during shutdown: exiting at once"
+    assert reason in log.read_text()

@@ -274,6 +274,7 @@ def serve(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT
         url = app.launch(host, port, auth)
         announce(f"rag ui: serving the chat on {url} (Ctrl+C to stop)")
         signum = stop.wait()
+        announce(f"rag ui: stopping ({signal.Signals(signum).name}; another signal exits at once)")
     except BaseException:
         app.close(SHUTDOWN_GRACE_S)
         raise
