@@ -416,6 +416,10 @@ def run_ui(args) -> int:
 
     check_bind(args.host, args.auth)  # refuse a non-loopback address without auth before loading anything
     settings = _llm_settings(args)
+    if settings.backend == "local":   # an engine that cannot run is one line and exit 1, not a page that fails
+        from rag.llm import check_local_engine
+
+        check_local_engine(settings)
     serve(settings, host=args.host, port=args.port, auth=args.auth, announce=lambda line: print(line, flush=True))
     return 0
 
