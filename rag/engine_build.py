@@ -7,7 +7,8 @@
 llama.cpp's default build (`GGML_NATIVE=ON`) compiles for whatever the build machine
 advertises, AMX included, whose kernels die with SIGILL on some kernels. Here each ggml
 switch is turned on only when /proc/cpuinfo lists the feature (AVX-512 with VNNI reads
-prompts ~1.8x faster than AVX2 alone), AMX never. On ARM and macOS llama.cpp's own
+prompts ~1.8x faster than AVX2 alone), AMX never, and AVX-VNNI only on CPUs without
+AVX-512 VNNI (docs/engine-builds.md has the measurements). On ARM and macOS llama.cpp's own
 defaults are kept; on x86 without /proc/cpuinfo the portable AVX2 set is used. The build
 never comes from pip's wheel cache, which keys wheels by version, not by flags.
 
@@ -54,7 +55,10 @@ def x86_features(cpuinfo: str) -> tuple[str, ...]:
             break
     if not flags:
         return PORTABLE_FEATURES
-    return tuple(name for name, needed in X86_FEATURES.items() if set(needed.split()) <= flags)
+    features = tuple(name for name, needed in X86_FEATURES.items() if set(needed.split()) <= flags)
+    if "AVX512_VNNI" in features:   # ggml then takes the 256-bit AVX-VNNI kernels: prompts read 27% slower
+        features = tuple(name for name in features if name != "AVX_VNNI")
+    return features
 
 
 def wanted_features(args: str) -> set[str]:

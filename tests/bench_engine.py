@@ -84,7 +84,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for folder in builds:
             runs[folder].append(run_build(folder))
-    print("| build | prompt tokens | prompt tok/s | generation tok/s | load s | same reply as the first build | "
+    print("| build | prompt tokens | prompt tok/s (each turn) | generation tok/s | load s | same reply as the first build | "
           "system info |")
     print("|---|---|---|---|---|---|---|")
     first_reply = None
@@ -97,7 +97,8 @@ def main() -> None:
         first_reply = first_reply or rows[0]["reply"]
         median = {key: statistics.median(row[key] for row in rows) for key in ("prompt_tok_s", "generation_tok_s",
                                                                                  "load_s")}
-        print(f"| {name} | {rows[0]['prompt_tokens']} | {median['prompt_tok_s']:.1f} | "
+        spread = "/".join(f"{row['prompt_tok_s']:.0f}" for row in rows)
+        print(f"| {name} | {rows[0]['prompt_tokens']} | {median['prompt_tok_s']:.1f} ({spread}) | "
               f"{median['generation_tok_s']:.1f} | {median['load_s']:.2f} | {rows[0]['reply'] == first_reply} | "
               f"{rows[0]['system_info']} |")
 
