@@ -95,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ui = sub.add_parser("ui", parents=[common, llm], help="serve the chat UI in the browser",
                         description="A chat page with streamed cited answers, a sources panel and follow-up "
-                        "questions, on http://127.0.0.1:7860 by default.")
+                        "questions, on http://127.0.0.1:7860 by default. Ctrl+C (exit 130) or SIGTERM (exit 0) "
+                        "stops it within a few seconds; a second signal exits at once.")
     ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any "
                     "other address needs --auth)")
     ui.add_argument("--port", type=int, default=7860, help="port to listen on (default 7860)")
