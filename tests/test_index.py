@@ -129,20 +129,24 @@ def test_an_index_of_another_format_is_refused(small_corpus):
 
 def test_sigkill_halfway_is_repaired_by_the_next_ingest(tmp_path, isolated_home):
     """Kill an ingest of the real corpus mid-way: papers are whole or absent, the next run repairs."""
-    env = {**os.environ, "RAG_HOME": str(isolated_home), "RAG_CORPUS": str(DATA)}
+    # an empty embedding cache of its own: with the user's cache warm, the ingest would end before the kill
+    env = {**os.environ, "RAG_HOME": str(isolated_home), "RAG_CORPUS": str(DATA),
+           "RAG_CACHE_DIR": str(tmp_path / "cold-cache")}
     proc = subprocess.Popen([sys.executable, "-m", "rag", "ingest"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    seen = b""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        seen += os.read(proc.stderr.fileno(), 4096)
-        done = [int(n) for n in re.findall(rb"Embedding:\s+\d+%\|[^|]*\|\s*(\d+)/80", seen)]
-        if done and 16 <= max(done) < 72:
-            break
-        assert proc.poll() is None, seen.decode(errors="replace")[-500:]
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc.stderr.close()
+    try:
+        seen = b""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            seen += os.read(proc.stderr.fileno(), 4096)
+            done = [int(n) for n in re.findall(rb"Embedding:\s+\d+%\|[^|]*\|\s*(\d+)/80", seen)]
+            if done and 16 <= max(done) < 72:
+                break
+            assert proc.poll() is None, seen.decode(errors="replace")[-500:]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stderr.close()
     settings = Settings.from_env(corpus=DATA)
     collection = open_store(settings).collection(create=False)
     stored = _stored_papers(collection)
