@@ -98,8 +98,9 @@ def check_model_file(settings: Settings) -> Check:
 def check_engine(settings: Settings, model: Check) -> Check:
     """llama.cpp's build: a probe child loads the model and decodes a few tokens (never cached here)."""
     from rag import engine
+    from rag.engine_build import installed_version
 
-    version = engine.engine_version()
+    version = installed_version()
     if version is None:
         return Check("engine", False, "llama-cpp-python is not installed: run the README's set-up command")
     if not model.ok:

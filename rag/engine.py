@@ -12,7 +12,6 @@ llama_cpp in the calling process.
 """
 
 import functools
-import importlib.metadata
 import importlib.util
 import json
 import platform
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rag.disk_cache import DiskCache, content_key
+from rag.engine_build import installed_version
 from rag.errors import EngineError
 
 PROBE_TIMEOUT_S = 300
@@ -46,14 +46,6 @@ class ProbeResult:
 def rebuild_command(portable: bool = False) -> str:
     """The command that rebuilds llama-cpp-python here: for this CPU's features, or only the AVX2 set."""
     return f"{sys.executable} -m rag.engine_build {'--portable' if portable else '--force'}"
-
-
-def engine_version() -> str | None:
-    """The installed llama-cpp-python version, read without importing it."""
-    try:
-        return importlib.metadata.version("llama-cpp-python")
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def check_engine(cache_dir: Path, model_path: Path, n_threads: int) -> None:
@@ -128,7 +120,7 @@ def engine_fingerprint() -> tuple[str, ...]:
         return ("not installed",)
     package = Path(next(iter(spec.submodule_search_locations)))
     libraries = sorted(p for p in package.rglob("*") if p.suffix in {".so", ".dylib", ".dll"} or ".so." in p.name)
-    return (engine_version() or "?", *(part for lib in libraries for part in _file_fingerprint(lib)))
+    return (installed_version() or "?", *(part for lib in libraries for part in _file_fingerprint(lib)))
 
 
 def _file_fingerprint(path: Path) -> tuple[str, str]:

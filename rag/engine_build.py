@@ -77,13 +77,17 @@ def built_features(system_info: str) -> set[str]:
     return found
 
 
-def installed_system_info() -> str | None:
-    """The installed engine's system-info line, read in a child (an import may crash); None if absent."""
+def installed_version() -> str | None:
+    """The installed llama-cpp-python version, read without importing it; None if absent."""
     try:
-        version = importlib.metadata.version(ENGINE_PACKAGE)
+        return importlib.metadata.version(ENGINE_PACKAGE)
     except importlib.metadata.PackageNotFoundError:
         return None
-    if version != ENGINE_VERSION:
+
+
+def installed_system_info() -> str | None:
+    """The installed engine's system-info line, read in a child (an import may crash); None if absent."""
+    if installed_version() != ENGINE_VERSION:
         return None
     child = subprocess.run([sys.executable, "-c", "import llama_cpp; print(llama_cpp.llama_print_system_info()"
                             ".decode())"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
@@ -104,13 +108,6 @@ def pip_command(installed: bool) -> list[str]:
     replace = ["--force-reinstall", "--no-deps"] if installed else []
     return [sys.executable, "-m", "pip", "install", "--no-cache-dir", *replace, f"{ENGINE_PACKAGE}=={ENGINE_VERSION}"]
 
-
-def _installed() -> bool:
-    try:
-        importlib.metadata.version(ENGINE_PACKAGE)
-        return True
-    except importlib.metadata.PackageNotFoundError:
-        return False
 
 
 def _read_cpuinfo() -> str:
@@ -139,7 +136,7 @@ def main(argv=None) -> int:
     print(f'rag.engine_build: building {ENGINE_PACKAGE} {ENGINE_VERSION} from source (~4 min on 2 cores) with '
           f'CMAKE_ARGS="{args}"', flush=True)
     try:
-        return subprocess.run(pip_command(_installed()), env={**os.environ, "CMAKE_ARGS": args}).returncode
+        return subprocess.run(pip_command(installed_version() is not None), env={**os.environ, "CMAKE_ARGS": args}).returncode
     except KeyboardInterrupt:
         return 130
 
