@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rag.disk_cache import DiskCache, content_key
-from rag.engine_build import installed_version
+from rag.engine_build import first_processor, installed_version, read_cpuinfo
 from rag.errors import EngineError
 
 PROBE_TIMEOUT_S = 300
@@ -134,17 +134,10 @@ def _file_fingerprint(path: Path) -> tuple[str, str]:
 @functools.cache
 def cpu_fingerprint() -> str:
     """The CPU's model and feature flags (Linux), else what platform knows of it."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
-            fields = {}
-            for line in info:
-                if not line.strip():
-                    break   # the first processor is enough
-                name, _, value = line.partition(":")
-                fields[name.strip()] = value.strip()
-        return " ".join(fields.get(name, "") for name in ("model name", "flags", "Features", "CPU part"))
-    except OSError:
+    fields = first_processor(read_cpuinfo())
+    if not fields:
         return f"{platform.machine()} {platform.processor()}"
+    return " ".join(fields.get(name, "") for name in ("model name", "flags", "Features", "CPU part"))
 
 
 def _probe(model_path: str, n_threads: int) -> ProbeResult:

@@ -37,22 +37,21 @@ PORTABLE_FEATURES = ("AVX", "AVX2", "FMA", "F16C", "BMI2")
 
 def cmake_args(portable: bool = False, cpuinfo: str | None = None, machine: str | None = None) -> str:
     """CMAKE_ARGS for this machine (or the portable AVX2 set)."""
-    machine = (machine or platform.machine()).lower()
-    if machine not in ("x86_64", "amd64"):
+    if not is_x86(machine):
         return " ".join(BASE_ARGS)
-    features = PORTABLE_FEATURES if portable else x86_features(cpuinfo if cpuinfo is not None else _read_cpuinfo())
+    features = PORTABLE_FEATURES if portable else x86_features(cpuinfo if cpuinfo is not None else read_cpuinfo())
     switches = [f"-DGGML_{name}={'ON' if name in features else 'OFF'}" for name in X86_FEATURES]
     return " ".join(BASE_ARGS + ["-DGGML_NATIVE=OFF"] + switches)
 
 
+def is_x86(machine: str | None = None) -> bool:
+    """True on x86-64 (this machine's, or the `platform.machine()` name given)."""
+    return (machine or platform.machine()).lower() in ("x86_64", "amd64")
+
+
 def x86_features(cpuinfo: str) -> tuple[str, ...]:
     """The ggml switches whose CPU flags all appear in the cpuinfo text; the AVX2 set when it says nothing."""
-    flags = set()
-    for line in cpuinfo.splitlines():
-        name, _, value = line.partition(":")
-        if name.strip() == "flags":
-            flags = set(value.split())
-            break
+    flags = set(first_processor(cpuinfo).get("flags", "").split())
     if not flags:
         return PORTABLE_FEATURES
     features = tuple(name for name, needed in X86_FEATURES.items() if set(needed.split()) <= flags)
@@ -98,7 +97,7 @@ def needs_build(args: str, system_info: str | None, machine: str | None = None) 
     """True unless the installed engine is this version, built with exactly the wanted x86 features."""
     if system_info is None:
         return True
-    if (machine or platform.machine()).lower() not in ("x86_64", "amd64"):
+    if not is_x86(machine):
         return False
     return built_features(system_info) != wanted_features(args)
 
@@ -109,13 +108,26 @@ def pip_command(installed: bool) -> list[str]:
     return [sys.executable, "-m", "pip", "install", "--no-cache-dir", *replace, f"{ENGINE_PACKAGE}=={ENGINE_VERSION}"]
 
 
-
-def _read_cpuinfo() -> str:
+def read_cpuinfo() -> str:
+    """/proc/cpuinfo's text; empty where there is none (macOS, Windows)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
             return info.read()
     except OSError:
         return ""
+
+
+def first_processor(cpuinfo: str) -> dict[str, str]:
+    """The fields of the first processor in cpuinfo text ('flags' -> 'fpu sse2 avx ...')."""
+    fields = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        name, _, value = line.partition(":")
+        fields[name.strip()] = value.strip()
+    return fields
 
 
 def main(argv=None) -> int:
@@ -136,7 +148,8 @@ def main(argv=None) -> int:
     print(f'rag.engine_build: building {ENGINE_PACKAGE} {ENGINE_VERSION} from source (~4 min on 2 cores) with '
           f'CMAKE_ARGS="{args}"', flush=True)
     try:
-        return subprocess.run(pip_command(installed_version() is not None), env={**os.environ, "CMAKE_ARGS": args}).returncode
+        build = subprocess.run(pip_command(installed_version() is not None), env={**os.environ, "CMAKE_ARGS": args})
+        return build.returncode
     except KeyboardInterrupt:
         return 130
 
