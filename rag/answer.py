@@ -1,13 +1,17 @@
 """Question -> Answer: retrieve, build the prompt, generate, then check every citation.
 
-The model is never trusted. Its reply (JSON sentences with source numbers, or plain text
-with [n] markers from a backend that ignores the schema) is parsed sentence by sentence
-as it streams; each citation must name a source that was given (others are dropped and
-listed in `invalid_citations`), runaway citation loops are cut, each sentence is checked
-against the sources it cites (grounding.py), an uncited sentence gets a citation only
-when that check finds a supporting source, and citations are renumbered in order of
-first appearance. The answer abstains with CANNOT_ANSWER when retrieval is too weak (a
-score gate), when the model refuses, or when no sentence is supported by its sources.
+The model is never trusted. Its reply (JSON items, each one claim about one source
+number; or plain text with [n] markers from a backend that ignores the schema) is parsed
+claim by claim as it streams; each citation must name a source that was given (others
+are dropped and listed in `invalid_citations`), runaway citation loops are cut, each
+claim is checked against the sources it cites (grounding.py) and for the names and
+relevance rules of claims.py, an uncited sentence gets a citation only when that check
+finds a supporting source, and citations are renumbered in order of first appearance.
+A claim that restates the question, or misses it, gives way to its source's sentence
+closest to the question, quoted; a number its source does not state becomes "the
+abstract does not state this". The answer abstains with CANNOT_ANSWER when retrieval is
+too weak (a score gate that spares papers the question names), when the model refuses,
+or when no checked claim answers the question.
 """
 
 import json
@@ -15,7 +19,10 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from rag.corpus import Paper, split_sentences
+from rag.claims import (MIN_SOURCE_RELEVANCE, SCORE_MARGIN, asks_for_number, not_stated_claim, quoted_claim,
+                        written_names)
+from rag.grounding import numbers
+from rag.corpus import Paper, paper_names, split_sentences
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.grounding import GroundingChecker, cosine
 from rag.index import embed_texts
@@ -26,21 +33,23 @@ from rag.settings import Settings
 from rag.translate import question_language
 
 CANNOT_ANSWER = "The provided papers do not answer this question."
+LIST_LEAD = "{count} of the papers answer this:"
 MAX_CITATIONS_PER_SENTENCE = 3
 MAX_SENTENCE_CHARS = 280   # one claim per sentence, so each is checked on its own
 ANSWER_SCHEMA_VERSION = 1
 MAX_CACHED_SENTENCES = 20_000
 
 
-def answer_schema(max_sentences: int) -> dict:
-    """The JSON shape asked of the model: a refusal flag, then sentences with source numbers."""
-    sentence = {"type": "object", "additionalProperties": False, "required": ["text", "sources"],
-                "properties": {"text": {"type": "string", "maxLength": MAX_SENTENCE_CHARS},
-                               "sources": {"type": "array", "items": {"type": "integer"},
-                                           "maxItems": MAX_CITATIONS_PER_SENTENCE}}}
-    return {"type": "object", "additionalProperties": False, "required": ["answerable", "sentences"],
+def answer_schema(max_items: int, source_numbers: list[int] | None = None) -> dict:
+    """The JSON shape asked of the model: a refusal flag, then items of one claim about one source.
+
+    `source` is a choice among the numbers given, so every claim is about one paper that is there."""
+    source = {"type": "integer"} | ({"enum": list(source_numbers)} if source_numbers else {})
+    item = {"type": "object", "additionalProperties": False, "required": ["source", "claim"],
+            "properties": {"source": source, "claim": {"type": "string", "maxLength": MAX_SENTENCE_CHARS}}}
+    return {"type": "object", "additionalProperties": False, "required": ["answerable", "items"],
             "properties": {"answerable": {"type": "boolean"},
-                           "sentences": {"type": "array", "items": sentence, "maxItems": max_sentences}}}
+                           "items": {"type": "array", "items": item, "maxItems": max_items}}}
 
 
 @dataclass
@@ -69,15 +78,28 @@ class Citation:
                 "category": p.category, "source": p.source, "score": round(self.score, 4)}
 
 
+SENTENCE_KINDS = ("claim", "quote", "not_stated", "off_question")
+
+
 @dataclass
 class Sentence:
+    """One checked sentence. kind: the model's `claim`; a `quote` of the cited abstract standing in
+    for a claim that restated the question; `not_stated` (the abstract does not state what was
+    asked); `off_question` (true of its source but not an answer: never shown as one)."""
+
     text: str
     citations: list[int]
     supported: bool
     english: str | None = None     # the checked English sentence, when `text` is its translation
+    kind: str = "claim"
+    quote: str | None = None       # for a quote: the abstract's sentence, verbatim
 
     def render(self) -> str:
         return self.text + ("" if not self.citations else " " + "".join(f"[{n}]" for n in self.citations))
+
+    def to_json(self) -> dict:
+        return ({"text": self.text, "citations": self.citations, "supported": self.supported, "kind": self.kind}
+                | ({"english": self.english} if self.english else {}) | ({"quote": self.quote} if self.quote else {}))
 
 
 @dataclass
@@ -98,14 +120,23 @@ class Answer:
     abstain_reason: str | None = None
     query: str = ""                  # what was searched and answered: the question or its English translation
     language: str | None = None      # the question's language when it is not English
+    draft: list[dict] = field(default_factory=list)   # the model's claims as it wrote them, before the checks
+
+    @property
+    def lead(self) -> str | None:
+        """For an answer about several papers, the line before its list of claims; else None."""
+        papers = {n for s in self.sentences if s.kind != "not_stated" for n in s.citations}
+        if self.abstained or len(papers) < 2 or len(self.sentences) < 2:
+            return None
+        return "" if self.language else LIST_LEAD.format(count=len(papers))
 
     def to_json(self) -> dict:
         return {"question": self.question, "answer": self.answer, "abstained": self.abstained,
                 "abstain_reason": self.abstain_reason, "query": self.query, "language": self.language,
                 "citations": [c.to_json() for c in self.citations],
-                "sentences": [{"text": s.text, "citations": s.citations, "supported": s.supported}
-                              | ({"english": s.english} if s.english else {}) for s in self.sentences],
+                "sentences": [s.to_json() for s in self.sentences],
                 "sources": [h.to_json() for h in self.sources], "invalid_citations": self.invalid_citations,
+                "draft": self.draft,
                 "backend": self.backend, "model": self.model, "index": self.index,
                 "timings": {k: round(v, 4) if isinstance(v, float) else v for k, v in self.timings.items()}}
 
@@ -137,31 +168,42 @@ class Answerer:
                         sources=found.hits, invalid_citations=[], backend=self.model.backend,
                         model=self.model.model, index=found.index, timings=timings, query=found.query,
                         language=question_language(found.question) if found.query != found.question else None)
-        if not found.hits or found.hits[0].dense_score < self.settings.min_dense_score:
+        if not found.hits or not self.retrieval_is_confident(found.hits):
             record.abstain_reason = "retrieval"
             return self._finish(record, started)
         sources = self.build_sources(found.hits, found.query_embedding)
         messages = [
-            {"role": "system", "content": self.system_prompt.render(
-                cannot_answer=CANNOT_ANSWER, max_sentences=self.settings.max_sentences)},
+            {"role": "system", "content": self.system_prompt.render(**{
+                name: value for name, value in (("cannot_answer", CANNOT_ANSWER),
+                                                ("max_sentences", self.settings.max_sentences))
+                if name in self.system_prompt.variables})},
             {"role": "user", "content": self.user_prompt.render(
                 sources=format_sources(sources), question=found.query)},
         ]
         timings["prompt_tokens"] = sum(count_tokens(m["content"]) for m in messages)
-        checker = CitationChecker(sources, self.grounding, found.query)
+        checker = CitationChecker(sources, self.grounding, found.query,
+                                  self._best_sentences(found.query_embedding),
+                                  self.retriever.author_names)
         try:
-            reply = self._generate(messages, checker, started, timings, on_sentence, on_text)
+            reply = self._generate(messages, checker, [s.n for s in sources], started, timings,
+                                   on_sentence, on_text)
         except BackendError as err:
             err.sources = found.hits  # so the caller can still show what was retrieved
             raise
-        record.invalid_citations = checker.invalid
+        record.invalid_citations, record.draft = checker.invalid, checker.draft
         return self._conclude(record, checker, reply, started)
 
-    def _generate(self, messages, checker, started, timings, on_sentence, on_text) -> "ReplyParser":
+    def retrieval_is_confident(self, hits: list[Hit]) -> bool:
+        """The score gate: the best paper is close enough in meaning, or the question names a paper's
+        author or category (a question that is mostly a name has a low cosine by nature)."""
+        return hits[0].dense_score >= self.settings.min_dense_score or any(h.named for h in hits)
+
+    def _generate(self, messages, checker, numbers, started, timings, on_sentence, on_text) -> "ReplyParser":
         parser = ReplyParser()
         generate_start = time.perf_counter()
         text = []
-        schema = answer_schema(self.settings.max_sentences) if self.settings.answer_format == "json" else None
+        schema = answer_schema(self.settings.max_sentences, numbers) if self.settings.answer_format == "json" \
+            else None
         for delta in self.model.stream(messages, schema, self.settings.max_tokens):
             if timings["first_token_s"] is None:
                 timings["first_token_s"] = time.perf_counter() - started
@@ -180,28 +222,44 @@ class Answerer:
         return parser
 
     def _conclude(self, record: Answer, checker: "CitationChecker", parser: "ReplyParser", started) -> Answer:
-        supported = [s for s in checker.sentences if s.supported]
+        shown = [s for s in checker.sentences if s.kind != "off_question"]
+        answering = [s for s in shown if s.supported and s.kind != "not_stated"]
         if parser.refused or any(CANNOT_ANSWER.rstrip(".") in s.text for s in checker.sentences):
             record.abstain_reason = "model"
-        elif not supported:
-            record.abstain_reason = "unsupported"  # keep the draft, visibly unsupported, without citations
-            record.sentences = [Sentence(s.text, [], False) for s in checker.sentences]
+        elif not answering and any(s.kind == "not_stated" for s in shown):
+            record.abstain_reason = "not_stated"   # the papers hold the topic, not the asked fact
+            checker.keep_citations_of(shown := [s for s in shown if s.kind == "not_stated"])
+            record.sentences, record.citations = shown, checker.citations()
+            self._render(record, prefix=CANNOT_ANSWER)
+        elif not answering:
+            record.abstain_reason = "off_question" if any(s.kind == "off_question" for s in checker.sentences) \
+                else "unsupported"   # keep the draft, visibly unsupported, without citations
+            record.sentences = [Sentence(s.text, [], False, kind=s.kind) for s in checker.sentences]
         else:
             record.abstained = False
-            record.sentences = checker.sentences
-            record.citations = checker.citations()
-            if record.language:
-                self._translate_back(record)
-            record.answer = " ".join(s.render() for s in record.sentences)
+            record.sentences, record.citations = shown, checker.citations()
+            self._render(record)
         return self._finish(record, started)
+
+    def _render(self, record: Answer, prefix: str = "") -> None:
+        """The answer text: its sentences; for claims about several papers, a lead line and a list."""
+        if record.language:
+            self._translate_back(record)
+        if record.lead is not None:
+            body = "\n".join(f"- {s.render()}" for s in record.sentences)
+            record.answer = f"{record.lead}\n{body}" if record.lead else body
+        else:
+            record.answer = " ".join(s.render() for s in record.sentences)
+        if prefix:
+            record.answer = f"{prefix} {record.answer}"
 
     def _translate_back(self, record: Answer) -> None:
         """Checked English sentences -> the question's language, citations kept on their sentences."""
         started = time.perf_counter()
         english = [s.text for s in record.sentences]
         translated = self.retriever.translator.from_english(english, record.language)
-        record.sentences = [Sentence(text, s.citations, s.supported, s.text if text != s.text else None)
-                            for text, s in zip(translated, record.sentences)]
+        record.sentences = [Sentence(text, s.citations, s.supported, s.text if text != s.text else None, s.kind,
+                                     s.quote) for text, s in zip(translated, record.sentences)]
         record.timings["translate_answer_s"] = time.perf_counter() - started
 
     @staticmethod
@@ -233,6 +291,19 @@ class Answerer:
         chunks = self.retriever.chunks_of([h.paper.paper_id for h in hits])
         return [(rank, number, text, embedding) for rank, hit in enumerate(hits)
                 for number, (text, embedding) in enumerate(chunks.get(hit.paper.paper_id, []))]
+
+    def _best_sentences(self, query_embedding):
+        """A function: paper -> (its abstract sentence closest to the question, that cosine), computed once."""
+        found: dict[str, tuple[str, float]] = {}
+
+        def best(paper: Paper) -> tuple[str, float]:
+            if paper.paper_id not in found:
+                sentences = split_sentences(paper.text) or [paper.text]
+                vectors = self._sentence_vectors(sentences)
+                similarity, index = max((cosine(query_embedding, v), i) for i, v in enumerate(vectors))
+                found[paper.paper_id] = (sentences[index], similarity)
+            return found[paper.paper_id]
+        return best
 
     def _sentences_of(self, hits: list[Hit]) -> list[tuple]:
         """(rank, sentence number, text, embedding) of every sentence of the hits' abstracts."""
@@ -277,19 +348,27 @@ def format_sources(sources: list[Source]) -> str:
 
 
 class CitationChecker:
-    """Checks each sentence's citations against the given sources, renumbering as they appear."""
+    """Checks each claim's citations, names and relevance against the given sources, renumbering
+    citations as they appear."""
 
-    def __init__(self, sources: list[Source], grounding: GroundingChecker, question: str):
+    def __init__(self, sources: list[Source], grounding: GroundingChecker, question: str,
+                 best_sentence=None, known_names: frozenset[str] = frozenset()):
         self.sources = {s.n: s for s in sources}
         self.grounding = grounding
         self.question = question
+        self.best_sentence = best_sentence     # paper -> (abstract sentence closest to the question, cosine)
+        self.known_names = known_names | {n for s in sources for n in paper_names(s.hit.paper.authors)}
+        self._names = {n: paper_names(s.hit.paper.authors) for n, s in self.sources.items()}
+        self._label_terms = {t for s in sources for t in grounding.terms(s.hit.paper.label)}
         self.invalid: list[str] = []
+        self.draft: list[dict] = []          # each sentence as the model wrote it, with its source numbers
         self.sentences: list[Sentence] = []
         self._renumbered: dict[int, int] = {}
         self._seen_texts: set[str] = set()
 
     def add(self, text: str, cited: list[int]) -> Sentence | None:
         """Check one sentence; returns it with final citation numbers (None for a repeat or empty one)."""
+        self.draft.append({"text": text, "sources": list(cited)})
         text, inline = split_inline_citations(text)
         key = re.sub(r"\W+", " ", text).strip().lower()
         if not key or key in self._seen_texts:
@@ -301,30 +380,79 @@ class CitationChecker:
                 valid.append(n)
             else:
                 self.invalid.append(f"[{n}]")
-        valid = valid[:MAX_CITATIONS_PER_SENTENCE]
-        supported, valid = self._support(text, valid)
-        sentence = Sentence(text, [self._renumber(n) for n in valid], supported)
+        sentence = self._check(text, valid[:MAX_CITATIONS_PER_SENTENCE])
+        if sentence is None or any(s.text == sentence.text for s in self.sentences):
+            return None
+        # numbered as shown; an off-question sentence is never shown as part of an answer
+        sentence.citations = [] if sentence.kind == "off_question" else [self._renumber(n) for n in sentence.citations]
         self.sentences.append(sentence)
         return sentence
 
-    def _support(self, text: str, cited: list[int]) -> tuple[bool, list[int]]:
-        """Keep the cited sources that back the sentence; if none does, cite the best source that does.
-
-        A sentence no source backs keeps the model's citations and is marked unsupported."""
+    def _check(self, text: str, cited: list[int]) -> Sentence | None:
+        """The checked sentence, with the (old) numbers of the sources it cites."""
         if CANNOT_ANSWER.rstrip(".") in text:
-            return False, []
-        if not self.grounding.adds_to(text, self.question):
-            return False, cited  # it restates the question: nothing to back
+            return Sentence(text, [], False)
+        wants_number = asks_for_number(self.question)
+        if wants_number and cited and all(numbers(text) - numbers(s.text) for s in self.sources.values()):
+            return self._not_stated(cited)   # a number asked for, and one that no source states
+        if not self.grounding.adds_to(text, self.question, ignore=self._label_terms):
+            return self._quote(cited) or Sentence(text, cited, False)   # it restates the question
         vector = self.grounding.embed(text)
+        names = written_names(text, self.known_names)
         verdicts = {n: self.grounding.check(text, s.text, s.embeddings, vector) for n, s in self.sources.items()}
-        backing_cited = [n for n in cited if verdicts[n].supported]
-        if backing_cited:
-            return True, backing_cited
-        backing = sorted((n for n, v in verdicts.items() if v.supported), key=lambda n: -verdicts[n].similarity)
-        return (True, backing[:1]) if backing else (False, cited)
+        backing = [n for n in cited if verdicts[n].supported]
+        named = sorted((n for n, v in verdicts.items() if v.supported and self._names_belong(names, [n])),
+                       key=lambda n: -verdicts[n].similarity)   # the sources that back it, names included
+        if backing and not self._names_belong(names, backing):
+            if not named:   # the right paper under a wrong name: its own sentence, under its own label
+                return self._quote(backing) or Sentence(text, cited, False)
+            backing = []
+        backing = backing or named[:1]   # an uncited or mis-cited claim moves to the source that backs it
+        if backing and not self._on_topic(backing):
+            return Sentence(text, backing, False, kind="off_question")
+        if backing and wants_number and not numbers(text):   # on the topic, but not the number asked for
+            return self._not_stated(backing)
+        if backing:
+            return Sentence(text, backing, True)
+        owners = [n for n in cited if self._names_belong(names, [n])]
+        return self._quote(owners) or Sentence(text, cited, False)
+
+    def _not_stated(self, cited: list[int]) -> Sentence:
+        return Sentence(not_stated_claim(self.sources[cited[0]].hit.paper.label), cited[:1], True, kind="not_stated")
+
+    def _on_topic(self, cited: list[int]) -> bool:
+        """Does one of these papers hold a sentence close enough to the question, and rank not far
+        below the best paper found?"""
+        if self.best_sentence is None:
+            return True
+        best_score = max(s.hit.score for s in self.sources.values())
+        return any(self.best_sentence(self.sources[n].hit.paper)[1] >= MIN_SOURCE_RELEVANCE
+                   and self.sources[n].hit.score >= best_score - SCORE_MARGIN for n in cited)
+
+    def _names_belong(self, names: set[str], numbers: list[int]) -> bool:
+        """Are the author names a sentence writes all names of the papers it cites?"""
+        return names <= set().union(*(self._names[n] for n in numbers)) if numbers else not names
+
+    def _quote(self, cited: list[int]) -> Sentence | None:
+        """The first cited source's sentence closest to the question, quoted, when it is close enough."""
+        if not cited or self.best_sentence is None or not self._on_topic(cited[:1]):
+            return None
+        if any(s.supported and s.kind != "not_stated" and self._renumbered.get(cited[0]) in s.citations
+               for s in self.sentences):
+            return None   # the paper already has a checked sentence: quoting it again adds nothing
+        paper = self.sources[cited[0]].hit.paper
+        sentence, _ = self.best_sentence(paper)
+        return Sentence(quoted_claim(paper.label, sentence), cited[:1], True, kind="quote", quote=sentence)
 
     def _renumber(self, n: int) -> int:
         return self._renumbered.setdefault(n, len(self._renumbered) + 1)
+
+    def keep_citations_of(self, sentences: list[Sentence]) -> None:
+        """Renumber so that only these sentences' citations remain, 1, 2, … in order of appearance."""
+        old = {new: n for n, new in self._renumbered.items()}
+        self._renumbered = {}
+        for sentence in sentences:
+            sentence.citations = [self._renumber(old[n]) for n in sentence.citations]
 
     def citations(self) -> list[Citation]:
         return [Citation(new, self.sources[old].hit.paper, self.sources[old].hit.score)
@@ -344,10 +472,12 @@ def split_inline_citations(text: str) -> tuple[str, list[int]]:
 class ReplyParser:
     """Turns the streamed reply into sentence text as it arrives and whole sentences as they close.
 
-    Expects the JSON of answer_schema; a reply that is not JSON is read as plain text with
-    [n] markers once it is complete.
+    Expects the JSON of answer_schema (items: source, then claim); the shape of sentences that
+    list their sources after the text is read too. A reply that is not JSON is read as plain
+    text with [n] markers once it is complete.
     """
 
+    _ITEM = re.compile(r'\{\s*"source"\s*:\s*(-?\d+)\s*,\s*"claim"\s*:\s*"((?:[^"\\]|\\.)*)("?)')
     _SENTENCE = re.compile(r'\{\s*"text"\s*:\s*"((?:[^"\\]|\\.)*)("?)(?:\s*,\s*"sources"\s*:\s*\[([^\]]*)(\]?))?')
     _REFUSAL = re.compile(r'"answerable"\s*:\s*false')
 
@@ -364,8 +494,7 @@ class ReplyParser:
             return []
         self.refused = self.refused or bool(self._REFUSAL.search(self.buffer))
         events = []
-        for index, match in enumerate(self._SENTENCE.finditer(self.buffer)):
-            raw, closed_text, sources, closed_sources = match.groups()
+        for index, (raw, closed_text, sources, closed_sources) in enumerate(self._claims()):
             text = _decode_partial(raw)
             visible = trim_cut_text(text) if closed_text else text[:_last_sentence_end(text)]
             if index == len(self._shown):
@@ -379,11 +508,18 @@ class ReplyParser:
                 self._closed += 1
         return events
 
+    def _claims(self) -> list[tuple[str, str, str, bool]]:
+        """(raw text, closing quote or '', source numbers, whether the claim is complete) of each claim so far."""
+        items = [(m[2], m[3], m[1], bool(m[3])) for m in self._ITEM.finditer(self.buffer)]
+        if items:
+            return items
+        return [(m[1], m[2], m[3] or "", bool(m[4])) for m in self._SENTENCE.finditer(self.buffer)]
+
     def finish(self) -> list[tuple[str, list[int]]]:
         """Sentences left once the stream ends: an unclosed JSON one, or a plain-text reply."""
         if self.buffer.lstrip().startswith("{"):
-            matches = list(self._SENTENCE.finditer(self.buffer))[self._closed:]
-            return [(trim_cut_text(_decode_partial(m[1])), _integers(m[3] or "")) for m in matches if m[2]]
+            return [(trim_cut_text(_decode_partial(raw)), _integers(sources))
+                    for raw, closed_text, sources, _ in self._claims()[self._closed:] if closed_text]
         return split_plain_reply(self.buffer)
 
 

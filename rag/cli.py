@@ -264,32 +264,31 @@ def run_ask(args) -> int:
         return _each_question(questions, batch, args.json, handle)
 
 
+ABSTAIN_NOTES = {"unsupported": " (the draft above is not supported by the papers)",
+                 "off_question": " (the papers found are about something else)"}
+
+
 def print_answer(answerer, question: str, k, filters) -> None:
-    """Stream the answer as it is generated, citations as each sentence is checked, then references."""
+    """Print each claim as soon as it is checked, with its citations, then the references.
+
+    A claim is shown only once checked, because the check may replace it (by the source's
+    own sentence, quoted) or hold it back (true of a paper, but not an answer)."""
     from rag.answer import CANNOT_ANSWER
 
-    pending = []
-
     def on_text(text):
-        pending.append(text)
-        print(text, end="", flush=True)
+        pass
 
     def on_sentence(sentence):
-        if sentence is None:
+        if sentence is None or sentence.kind == "off_question":
             return
-        if not pending:
-            print(sentence.text, end="")
-        marks = "".join(f"[{n}]" for n in sentence.citations)
         flag = "" if sentence.supported else " (not supported by its sources)"
-        print(f" {marks}{flag} " if marks or flag else " ", end="", flush=True)
-        pending.clear()
+        print(f"{sentence.render()}{flag}", flush=True)
 
     answer = answerer.ask(question, k=k, filters=filters, on_text=on_text, on_sentence=on_sentence)
     lines = [""]
     if answer.abstained:
         if answer.abstain_reason != "model":
-            lines.append(CANNOT_ANSWER + (" (the draft above is not supported by the papers)"
-                                          if answer.abstain_reason == "unsupported" else ""))
+            lines.append(CANNOT_ANSWER + ABSTAIN_NOTES.get(answer.abstain_reason, ""))
         lines += ["", "Nearest papers:"] + [_paper_line(h.rank, h.paper, h.score) for h in answer.sources]
     else:
         if answer.language:

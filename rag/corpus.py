@@ -307,6 +307,11 @@ def name_tokens(text: str) -> list[str]:
     return re.findall(r"\w+", fold(text))
 
 
+def paper_names(authors) -> set[str]:
+    """Every folded word of a paper's author names: what a sentence may call its authors."""
+    return {token for author in authors for token in name_tokens(author)}
+
+
 def split_sentences(text: str) -> list[str]:
     """Abstract text -> sentences (a period followed by a capital, digit or non-ASCII start)."""
     return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]

@@ -54,6 +54,22 @@ def answer_table(answers: dict) -> str:
     return "\n".join(lines)
 
 
+def abstain_table(rows: list[dict]) -> str:
+    """Markdown: why answerable questions were not answered, counted per question type."""
+    missed = [r for r in rows if r["answerable"] and not r["outcome"]["answered"]]
+    reasons = sorted({r["outcome"]["abstain_reason"] or "none" for r in missed})
+    if not reasons:
+        return "(every answerable question was answered)"
+    lines = ["| type | answerable | " + " | ".join(reasons) + " |", "|---|---|" + "---|" * len(reasons)]
+    for question_type in dict.fromkeys(r["type"] for r in rows):
+        mine = [r for r in rows if r["type"] == question_type and r["answerable"]]
+        counts = [sum((r["outcome"]["abstain_reason"] or "none") == reason for r in missed if r["type"] == question_type)
+                  for reason in reasons]
+        if mine:
+            lines.append(f"| {question_type} | {len(mine)} | " + " | ".join(str(c) for c in counts) + " |")
+    return "\n".join(lines)
+
+
 def latency_table(answers: dict) -> str:
     lines = ["| type | first token p50 s | first token p90 s | total p50 s | total p90 s |", "|---|---|---|---|---|"]
     for label, metrics in [("overall", answers["overall"])] + list(answers["by_type"].items()):
@@ -66,7 +82,8 @@ def summary(results: dict) -> str:
     parts = []
     if "answers" in results:
         answers = results["answers"]
-        parts += ["Answers", answer_table(answers), "", "Latency", latency_table(answers),
+        parts += ["Answers", answer_table(answers), "", "Why answerable questions were not answered",
+                  abstain_table(answers["rows"]), "", "Latency", latency_table(answers),
                   f"\nCitations dropped by the repair step: {answers['overall']['dropped_citations']}", ""]
     parts += [f"Retrieval ({results['split']} part of each set)", retrieval_table(results), "",
               "Lexical overlap of questions with their gold abstracts", overlap_table(results)]
@@ -92,6 +109,7 @@ def report(results: dict, charts: list[Path]) -> str:
     if "answers" in results:
         answers = results["answers"]
         parts += ["## Answers", "", "Metric definitions: eval/README.md.", "", answer_table(answers), "",
+                  "## Why answerable questions were not answered", "", abstain_table(answers["rows"]), "",
                   "## Latency (seconds, questions the model was asked)", "", latency_table(answers), ""]
         parts += [f"![{chart.stem}]({chart.name})" for chart in charts[1:]] + [""]
         parts += ["## Questions not answered correctly", "", *wrong_answers(answers["rows"]), ""]

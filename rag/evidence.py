@@ -34,10 +34,10 @@ def highlight_evidence(answer: Answer, grounding: GroundingChecker) -> dict[str,
     papers = {c.n: c.paper for c in answer.citations}
     claims: dict[int, list[str]] = {}
     for sentence in answer.sentences:
-        if sentence.supported:
+        if sentence.supported and sentence.kind != "not_stated":
             for n in sentence.citations:
-                if n in papers:
-                    claims.setdefault(n, []).append(sentence.english or sentence.text)  # as checked
+                if n in papers:   # as checked: a quote is matched by the abstract sentence it quotes
+                    claims.setdefault(n, []).append(sentence.quote or sentence.english or sentence.text)
     highlighted = {}
     for n, paper in papers.items():
         sentences = split_sentences(paper.text)

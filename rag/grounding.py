@@ -58,9 +58,10 @@ class GroundingChecker:
     def embed(self, sentence: str) -> list[float]:
         return self.embed_model.get_text_embedding(sentence)
 
-    def adds_to(self, sentence: str, question: str) -> bool:
-        """Does the sentence state something beyond the words of the question?"""
-        new_terms = self.terms(sentence) - self.terms(question)
+    def adds_to(self, sentence: str, question: str, ignore: set[str] = frozenset()) -> bool:
+        """Does the sentence state something beyond the words of the question (and the `ignore` terms,
+        such as the papers' labels)?"""
+        new_terms = self.terms(sentence) - self.terms(question) - ignore
         return len(new_terms) + len(numbers(sentence) - numbers(question)) >= MIN_NEW_TERMS
 
     def check(self, sentence: str, source_text: str, chunk_embeddings, sentence_embedding=None) -> Support:

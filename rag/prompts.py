@@ -15,7 +15,7 @@ from rag.errors import RagError
 from rag.settings import PACKAGE_DIR
 
 EXPECTED_VARIABLES = {
-    "answer_system": {"cannot_answer", "max_sentences"},
+    "answer_system": {"max_sentences"},
     "answer_system_text": {"cannot_answer", "max_sentences"},
     "answer_user": {"sources", "question"},
     "judge_system": set(),

@@ -18,7 +18,7 @@ import difflib
 import time
 from dataclasses import dataclass, field
 
-from rag.corpus import CATEGORY_SEPARATOR, Paper, name_tokens
+from rag.corpus import CATEGORY_SEPARATOR, Paper, name_tokens, paper_names
 from rag.errors import UsageError
 from rag.embedding import load_embed_model
 from rag.index import ingest, paper_id_of_chunk, stored_papers
@@ -53,13 +53,15 @@ class Hit:
     best_chunk: str
     dense_score: float = 0.0
     keyword_score: float = 0.0
+    named: bool = False        # the question names one of its authors or its category
 
     def to_json(self) -> dict:
         p = self.paper
         return {"rank": self.rank, "paper_id": p.paper_id, "label": p.label, "authors": list(p.authors),
                 "category": p.category, "source": p.source, "score": round(self.score, 4),
                 "abstract": p.abstract, "best_chunk": self.best_chunk,
-                "dense_score": round(self.dense_score, 4), "keyword_score": round(self.keyword_score, 4)}
+                "dense_score": round(self.dense_score, 4), "keyword_score": round(self.keyword_score, 4),
+                "named": self.named}
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ class Retriever:
         self._papers_by_id = {p.paper_id: p for p in self.papers}
         self.keyword_index = KeywordIndex(self.papers, self.settings.home / "keyword" / self.store.name)
         self.mention_index = MentionIndex(self.papers)
+        self.author_names = frozenset(t for p in self.papers for t in paper_names(p.authors))
 
     def close(self) -> None:
         self.store.close()
@@ -154,18 +157,18 @@ class Retriever:
     def _rank(self, question: str, query: list[float], k: int, allowed: set[str] | None) -> list[Hit]:
         """The top k of the fixed candidate pool; when k is larger, the next papers ranked after them."""
         where = None if allowed is None else {"paper_id": {"$in": sorted(allowed)}}
-        scores, dense, keyword = self._scored_pool(question, query, CANDIDATES, where, allowed)
+        scores, dense, keyword, named = self._scored_pool(question, query, CANDIDATES, where, allowed)
         ranked = sorted(scores, key=lambda pid: -scores[pid])
         if k > len(ranked):
-            more, more_dense, more_keyword = self._scored_pool(question, query, k, where, allowed)
+            more, more_dense, more_keyword, _ = self._scored_pool(question, query, k, where, allowed)
             ranked += sorted((pid for pid in more if pid not in scores), key=lambda pid: -more[pid])
             scores, dense, keyword = more | scores, more_dense | dense, more_keyword | keyword
         ranked = [pid for pid in ranked if pid in self._papers_by_id][:k]
         return [Hit(rank, self._papers_by_id[pid], scores[pid], dense[pid][1], dense[pid][0],
-                    keyword.get(pid, 0.0)) for rank, pid in enumerate(ranked, start=1)]
+                    keyword.get(pid, 0.0), pid in named) for rank, pid in enumerate(ranked, start=1)]
 
     def _scored_pool(self, question: str, query: list[float], size: int, where: dict | None,
-                     allowed: set[str] | None) -> tuple[dict, dict, dict]:
+                     allowed: set[str] | None) -> tuple[dict, dict, dict, dict]:
         """Fused scores of the best `size` papers of each part and the named papers, with the parts."""
         method = self.settings.retrieval
         dense = self._dense(query, size, where) if method != "bm25" else {}
@@ -176,7 +179,7 @@ class Retriever:
             dense.update(self._dense_of(query, missing))
         if any(pid not in self._papers_by_id for pid in dense):
             self._load_papers()   # another process ingested since this index was opened
-        return self._fuse(method, dense, keyword, mentioned), dense, keyword
+        return self._fuse(method, dense, keyword, mentioned), dense, keyword, mentioned
 
     def _fuse(self, method: str, dense: dict, keyword: dict[str, float], mentioned: dict[str, float]) -> dict:
         """paper_id -> fused score.

@@ -28,8 +28,13 @@ class ScriptedModel:
 
 
 def reply(*sentences, answerable=True) -> dict:
-    """A reply in the JSON shape the prompt asks for: reply(("text", [1]), ...)."""
+    """A reply of sentences that list their sources (a shape the parser also reads): reply(("text", [1]), ...)."""
     return {"answerable": answerable, "sentences": [{"text": t, "sources": s} for t, s in sentences]}
+
+
+def items(*claims, answerable=True) -> dict:
+    """A reply in the JSON shape the prompt asks for: items(("claim", 1), ...), one source per claim."""
+    return {"answerable": answerable, "items": [{"source": n, "claim": t} for t, n in claims]}
 
 
 class QuotingModel:
@@ -57,7 +62,7 @@ class QuotingModel:
             context = re.search(r"-{5,}\n(.*?)\n-{5,}", prompt, re.S)[1]
             yield _first_sentence(context.split("\n\n")[-1])
             return
-        yield json.dumps(reply((_first_sentence(source[1]), [1])))
+        yield json.dumps(items((_first_sentence(source[1]), 1)))
 
 
 def _first_sentence(text: str) -> str:

@@ -186,7 +186,7 @@ class StreamedAnswer:
         elif kind == "text":
             self.pending += value
         elif kind == "sentence":
-            if value is not None:  # None: a repeated or empty sentence, dropped
+            if value is not None and value.kind != "off_question":  # None: a repeat; off-question: held back
                 self.sentences.append(value)
             self.pending = ""
 

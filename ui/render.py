@@ -20,6 +20,8 @@ ABSTAIN_REASONS = {
     "model": "The model found no answer in the retrieved papers.",
     "unsupported": "The model drafted an answer, but no sentence of it is backed by the papers "
                    "(the draft is shown struck out).",
+    "off_question": "The model's sentences are true of the papers found, but none answers the question.",
+    "not_stated": "The papers found are on the topic, but their abstracts do not state what was asked.",
 }
 EMPTY_SOURCES = ('<div class="rag-sources-empty">Sources appear here: each cited paper with its '
                  'authors, category, score and abstract, the sentences that back the answer '
@@ -64,9 +66,14 @@ def render_reply(turn: int, reply: ChatReply) -> str:
         lines.append(f'<strong class="rag-abstained">{escape(CANNOT_ANSWER)}</strong>')
         lines.append(f'<div class="rag-abstain-reason">{escape(ABSTAIN_REASONS.get(answer.abstain_reason, ""))} '
                      'The nearest papers are listed under Sources.</div>')
-        if answer.abstain_reason == "unsupported" and answer.sentences:
+        if answer.abstain_reason == "not_stated":
+            lines.append(" ".join(render_sentence(turn, s) for s in answer.sentences))
+        elif answer.abstain_reason in ("unsupported", "off_question") and answer.sentences:
             draft = " ".join(escape(s.text) for s in answer.sentences)
             lines.append(f'<div class="rag-draft"><del>{draft}</del></div>')
+    elif answer.lead is not None:
+        items = "".join(f"<li>{render_sentence(turn, s)}</li>" for s in answer.sentences)
+        lines.append(f'{escape(answer.lead)}<ul class="rag-list">{items}</ul>')
     else:
         lines.append(" ".join(render_sentence(turn, s) for s in answer.sentences))
     return "\n".join(lines)

@@ -1,0 +1,59 @@
+"""What an answer sentence may say about a paper beyond being supported by it.
+
+Three rules that grounding.py's support check does not cover, each deterministic:
+- names are facts: an author name written as "Surname et al." or "Surname and Surname"
+  must belong to a source the sentence cites (`written_names` finds them);
+- a sentence must answer the question, not only be true of a source: the paper it cites must
+  hold a sentence close to the question (`MIN_SOURCE_RELEVANCE`) and be ranked not far below
+  the best paper found (`SCORE_MARGIN`), and a question that asks for a number is not
+  answered by a sentence without one (`asks_for_number`);
+- when the model restates the question instead of answering it, the source's own sentence
+  that is closest to the question stands in for it, quoted and attributed (`quoted_claim`),
+  and when the question asks for a number and the model gives one its source does not hold,
+  the answer says that the source does not state it (`not_stated_claim`) instead of guessing.
+The floors were chosen on the tune parts of eval/ (eval/README.md).
+"""
+
+import re
+
+from rag.corpus import fold, name_tokens
+
+MIN_SOURCE_RELEVANCE = 0.37  # cosine of question and the cited abstract's sentence closest to it (also quoted)
+SCORE_MARGIN = 0.25          # the cited paper's retrieval score at most this much below the best paper's
+MAX_QUOTE_CHARS = 320        # a longer abstract sentence is cut at a word boundary, with "…"
+
+_CAPITAL_WORD = r"[A-Z][\w'’-]+"
+_ET_AL = re.compile(rf"\b({_CAPITAL_WORD}(?:\s{_CAPITAL_WORD})?)\s+et\s+al\b")
+_NUMBER_QUESTION = re.compile(
+    r"\bhow (?:many|much|large|long|fast|big|small|often|far|high|low)\b"
+    r"|\b(?:what|which)\s+(?:[\w-]+\s+){0,2}?"
+    r"(?:number|count|percentage|percent|fraction|share|rate|ratio|size|amount|value|score|accuracy|speed-?up)s?\b"
+    r"|多少|几", re.IGNORECASE)
+_PAIR = re.compile(rf"\b({_CAPITAL_WORD})\s+(?:and|&)\s+({_CAPITAL_WORD})\b")
+
+
+def written_names(text: str, known: set[str]) -> set[str]:
+    """Surnames a sentence attributes work to: 'X et al.' always, 'X and Y' when X or Y is a known author name."""
+    found = {name_tokens(m[1])[-1] for m in _ET_AL.finditer(text)}
+    for first, second in _PAIR.findall(text):
+        pair = {fold(first), fold(second)}
+        if pair & known:
+            found |= pair
+    return found
+
+
+def asks_for_number(question: str) -> bool:
+    """Does the question ask for a quantity (how many, what rate, which percentage …)?"""
+    return bool(_NUMBER_QUESTION.search(question))
+
+
+def quoted_claim(label: str, sentence: str) -> str:
+    """The form that stands in for a restated question: 'Label: "the abstract's sentence"'."""
+    if len(sentence) > MAX_QUOTE_CHARS:
+        sentence = sentence[:MAX_QUOTE_CHARS].rsplit(" ", 1)[0] + " …"
+    return f'{label}: "{sentence}"'
+
+
+def not_stated_claim(label: str) -> str:
+    """The fixed sentence for a fact the model gave a number for that its source does not state."""
+    return f"The abstract of {label} does not state this."
