@@ -19,12 +19,11 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from rag.claims import (MIN_SOURCE_RELEVANCE, SCORE_MARGIN, asks_for_number, not_stated_claim, quoted_claim,
-                        written_names)
-from rag.grounding import numbers
+from rag.claims import (MIN_SOURCE_RELEVANCE, SCORE_MARGIN, asks_for_number, method_names, not_stated_claim,
+                        quoted_claim, written_names)
 from rag.corpus import Paper, paper_names, split_sentences
 from rag.embed_cache import EmbeddingCache, cache_path
-from rag.grounding import GroundingChecker, cosine
+from rag.grounding import GroundingChecker, cosine, numbers
 from rag.index import embed_texts
 from rag.llm import BackendError
 from rag.prompts import load_prompt
@@ -76,9 +75,6 @@ class Citation:
         p = self.paper
         return {"n": self.n, "paper_id": p.paper_id, "label": p.label, "authors": list(p.authors),
                 "category": p.category, "source": p.source, "score": round(self.score, 4)}
-
-
-SENTENCE_KINDS = ("claim", "quote", "not_stated", "off_question")
 
 
 @dataclass
@@ -198,12 +194,12 @@ class Answerer:
         author or category (a question that is mostly a name has a low cosine by nature)."""
         return hits[0].dense_score >= self.settings.min_dense_score or any(h.named for h in hits)
 
-    def _generate(self, messages, checker, numbers, started, timings, on_sentence, on_text) -> "ReplyParser":
+    def _generate(self, messages, checker, source_numbers, started, timings, on_sentence, on_text) -> "ReplyParser":
         parser = ReplyParser()
         generate_start = time.perf_counter()
         text = []
-        schema = answer_schema(self.settings.max_sentences, numbers) if self.settings.answer_format == "json" \
-            else None
+        schema = answer_schema(self.settings.max_sentences, source_numbers) \
+            if self.settings.answer_format == "json" else None
         for delta in self.model.stream(messages, schema, self.settings.max_tokens):
             if timings["first_token_s"] is None:
                 timings["first_token_s"] = time.perf_counter() - started
@@ -358,7 +354,8 @@ class CitationChecker:
         self.question = question
         self.best_sentence = best_sentence     # paper -> (abstract sentence closest to the question, cosine)
         self.known_names = known_names | {n for s in sources for n in paper_names(s.hit.paper.authors)}
-        self._names = {n: paper_names(s.hit.paper.authors) for n, s in self.sources.items()}
+        self._names = {n: paper_names(s.hit.paper.authors) | method_names(s.text) for n, s in self.sources.items()}
+        self._methods = method_names(question) | {m for s in sources for m in method_names(s.text)}
         self._label_terms = {t for s in sources for t in grounding.terms(s.hit.paper.label)}
         self.invalid: list[str] = []
         self.draft: list[dict] = []          # each sentence as the model wrote it, with its source numbers
@@ -398,15 +395,18 @@ class CitationChecker:
         if not self.grounding.adds_to(text, self.question, ignore=self._label_terms):
             return self._quote(cited) or Sentence(text, cited, False)   # it restates the question
         vector = self.grounding.embed(text)
-        names = written_names(text, self.known_names)
+        names = written_names(text, self.known_names) | (method_names(text) & self._methods)
         verdicts = {n: self.grounding.check(text, s.text, s.embeddings, vector) for n, s in self.sources.items()}
         backing = [n for n in cited if verdicts[n].supported]
         named = sorted((n for n, v in verdicts.items() if v.supported and self._names_belong(names, [n])),
                        key=lambda n: -verdicts[n].similarity)   # the sources that back it, names included
         if backing and not self._names_belong(names, backing):
-            if not named:   # the right paper under a wrong name: its own sentence, under its own label
+            if named:
+                backing = []
+            elif names & method_names(self.question):   # the method asked about is another paper's
+                return Sentence(text, cited, False)
+            else:   # the right paper under a wrong name: its own sentence, under its own label
                 return self._quote(backing) or Sentence(text, cited, False)
-            backing = []
         backing = backing or named[:1]   # an uncited or mis-cited claim moves to the source that backs it
         if backing and not self._on_topic(backing):
             return Sentence(text, backing, False, kind="off_question")
@@ -421,22 +421,25 @@ class CitationChecker:
         return Sentence(not_stated_claim(self.sources[cited[0]].hit.paper.label), cited[:1], True, kind="not_stated")
 
     def _on_topic(self, cited: list[int]) -> bool:
-        """Does one of these papers hold a sentence close enough to the question, and rank not far
-        below the best paper found?"""
-        if self.best_sentence is None:
+        """Does the question name one of these papers' authors or category, or does one of them hold a
+        sentence close enough to the question and rank not far below the best paper found?"""
+        if self.best_sentence is None or any(self.sources[n].hit.named for n in cited):
             return True
         best_score = max(s.hit.score for s in self.sources.values())
         return any(self.best_sentence(self.sources[n].hit.paper)[1] >= MIN_SOURCE_RELEVANCE
                    and self.sources[n].hit.score >= best_score - SCORE_MARGIN for n in cited)
 
-    def _names_belong(self, names: set[str], numbers: list[int]) -> bool:
+    def _names_belong(self, names: set[str], cited: list[int]) -> bool:
         """Are the author names a sentence writes all names of the papers it cites?"""
-        return names <= set().union(*(self._names[n] for n in numbers)) if numbers else not names
+        return names <= set().union(*(self._names[n] for n in cited)) if cited else not names
 
     def _quote(self, cited: list[int]) -> Sentence | None:
         """The first cited source's sentence closest to the question, quoted, when it is close enough."""
         if not cited or self.best_sentence is None or not self._on_topic(cited[:1]):
             return None
+        asked = method_names(self.question)
+        if asked and not asked & self._names[cited[0]]:
+            return None   # the question names a method this paper does not mention
         if any(s.supported and s.kind != "not_stated" and self._renumbered.get(cited[0]) in s.citations
                for s in self.sentences):
             return None   # the paper already has a checked sentence: quoting it again adds nothing

@@ -135,8 +135,8 @@ def compare_with_naive(settings: Settings, retriever: Retriever, eval_questions:
     from rag.naive import NaivePipeline
 
     questions = eval_slice(retriever, eval_questions)
-    model = open_model(settings)
-    answerer = Answerer(settings, retriever, model)
+    model = open_model(settings)   # the model file from the user's cache; derived vectors stay in the bench's
+    answerer = Answerer(retriever.settings, retriever, model)
     say(f"Answering {1 + len(questions)} questions with rag ({model.backend} {model.model})…")
     answerer.ask(WARM_UP_QUESTION)
     ours = [answerer.ask(q.question if q else EXAMPLE_QUESTION) for q in [None] + questions]

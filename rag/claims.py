@@ -2,10 +2,12 @@
 
 Three rules that grounding.py's support check does not cover, each deterministic:
 - names are facts: an author name written as "Surname et al." or "Surname and Surname"
-  must belong to a source the sentence cites (`written_names` finds them);
+  must belong to a source the sentence cites (`written_names` finds them), and so must a
+  method name (`method_names`: GFPO, FairICP) that the question or another source uses;
 - a sentence must answer the question, not only be true of a source: the paper it cites must
-  hold a sentence close to the question (`MIN_SOURCE_RELEVANCE`) and be ranked not far below
-  the best paper found (`SCORE_MARGIN`), and a question that asks for a number is not
+  be named by the question (an author or its category), or hold a sentence close to the
+  question (`MIN_SOURCE_RELEVANCE`) and be ranked not far below the best paper found
+  (`SCORE_MARGIN`); and a question that asks for a number is not
   answered by a sentence without one (`asks_for_number`);
 - when the model restates the question instead of answering it, the source's own sentence
   that is closest to the question stands in for it, quoted and attributed (`quoted_claim`),
@@ -25,10 +27,12 @@ MAX_QUOTE_CHARS = 320        # a longer abstract sentence is cut at a word bound
 _CAPITAL_WORD = r"[A-Z][\w'’-]+"
 _ET_AL = re.compile(rf"\b({_CAPITAL_WORD}(?:\s{_CAPITAL_WORD})?)\s+et\s+al\b")
 _NUMBER_QUESTION = re.compile(
-    r"\bhow (?:many|much|large|long|fast|big|small|often|far|high|low)\b"
+    r"\bhow (?:many|much)\b|\bhow (?:long|often|large|small|big|fast|far|high|low)\s+"
+    r"(?:is|are|was|were|do|does|did|can|could|should|would|will|has|have|had)\b"
     r"|\b(?:what|which)\s+(?:[\w-]+\s+){0,2}?"
     r"(?:number|count|percentage|percent|fraction|share|rate|ratio|size|amount|value|score|accuracy|speed-?up)s?\b"
     r"|多少|几", re.IGNORECASE)
+_METHOD = re.compile(r"\b[A-Za-z]*[A-Z][a-z0-9]*[A-Z][A-Za-z0-9]*\b")
 _PAIR = re.compile(rf"\b({_CAPITAL_WORD})\s+(?:and|&)\s+({_CAPITAL_WORD})\b")
 
 
@@ -40,6 +44,12 @@ def written_names(text: str, known: set[str]) -> set[str]:
         if pair & known:
             found |= pair
     return found
+
+
+def method_names(text: str) -> set[str]:
+    """Words that name a method: two or more capitals and four or more characters without a plural
+    's' (GFPO, FairICP, PointMapPolicy; not LLMs, RL or SAEs), folded to lower case."""
+    return {w.lower() for w in _METHOD.findall(text) if len(w.removesuffix("s")) >= 4}
 
 
 def asks_for_number(question: str) -> bool:

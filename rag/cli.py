@@ -275,16 +275,13 @@ def print_answer(answerer, question: str, k, filters) -> None:
     own sentence, quoted) or hold it back (true of a paper, but not an answer)."""
     from rag.answer import CANNOT_ANSWER
 
-    def on_text(text):
-        pass
-
     def on_sentence(sentence):
         if sentence is None or sentence.kind == "off_question":
             return
         flag = "" if sentence.supported else " (not supported by its sources)"
         print(f"{sentence.render()}{flag}", flush=True)
 
-    answer = answerer.ask(question, k=k, filters=filters, on_text=on_text, on_sentence=on_sentence)
+    answer = answerer.ask(question, k=k, filters=filters, on_sentence=on_sentence)
     lines = [""]
     if answer.abstained:
         if answer.abstain_reason != "model":

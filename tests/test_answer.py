@@ -303,12 +303,26 @@ def test_an_invented_number_for_a_question_that_asks_for_none_gives_way_to_the_q
 @pytest.mark.parametrize("question, expected", [
     ("How many episodes does advice save?", True), ("What learning rate was used?", True),
     ("Which percentage of time is saved?", True), ("训练用了多少步？", True), ("What accuracy does it reach?", True),
-    ("What happens to test accuracy in grokking?", False),
+    ("What happens to test accuracy in grokking?", False), ("How long had the problem been open?", True),
+    ("Which papers prove how small transformers learn?", False), ("How large are the gains?", True),
     ("Which paper studies grokking?", False), ("What does the compiler do?", False)])
 def test_questions_that_ask_for_a_number(question, expected):
     from rag.claims import asks_for_number
 
     assert asks_for_number(question) is expected
+
+
+def test_a_method_the_question_names_must_be_in_the_cited_paper(run):
+    answer = run(lambda n: items(("GrokNet cuts programming time by 40% on business workloads.", n["Hopper"])),
+                 question="How does GrokNet cut programming time on business workloads?")
+    assert answer.abstained and answer.abstain_reason == "unsupported" and "GrokNet" not in answer.answer
+
+
+def test_method_names():
+    from rag.claims import method_names
+
+    assert method_names("GFPO and FairICP beat LLMs, RL and SAEs; PointMapPolicy too.") == {
+        "gfpo", "fairicp", "pointmappolicy"}
 
 
 def test_an_invented_author_pair_is_not_supported():
