@@ -110,14 +110,17 @@ def test_evidence_highlights_the_abstract_sentence_behind_a_citation(real_settin
     from rag.retrieve import Retriever
 
     with Retriever(real_settings) as retriever:
-        answerer = Answerer(real_settings, retriever, ScriptedModel(reply(GFPO_SENTENCE, ("It costs 9000 GPUs.", [2]))))
+        answerer = Answerer(real_settings, retriever, ScriptedModel(reply(GFPO_SENTENCE, ("It costs 9000 GPUs.", [1]),
+                                                                          ("It runs on 512 TPUs.", [2]))))
         answer = answerer.ask(EXAMPLE)
         evidence = highlight_evidence(answer, answerer.grounding)
+    assert [s.kind for s in answer.sentences] == ["claim", "claim", "quote"]
+    assert not answer.sentences[1].supported   # GFPO's paper has its claim already: this one stays unsupported
     gfpo = answer.citations[0].paper
     marked = evidence[gfpo.paper_id].supporting_sentences()
-    assert len(marked) == 1 and "GFPO (Group Filtered Policy Optimization)" in marked[0]
-    unsupported_paper = answer.citations[1].paper.paper_id
-    assert evidence[unsupported_paper].supporting == frozenset()  # an unsupported sentence backs nothing
+    assert len(marked) == 1 and "GFPO (Group Filtered Policy Optimization)" in marked[0]   # nothing from 9000 GPUs
+    quoted = answer.citations[1].paper.paper_id   # the second paper's invented claim gave way to its own sentence
+    assert evidence[quoted].supporting_sentences() == [answer.sentences[2].quote]
 
 
 def test_split_sentences_keeps_decimals_and_abbreviations_whole():

@@ -75,14 +75,14 @@ def open_page(page, url: str) -> None:
 def test_cited_answer_sources_panel_and_follow_up(page, serve, real_settings, tmp_path):
     from playwright.sync_api import expect
 
-    model = ScriptedModel(reply(GFPO_SENTENCE, ("It costs 9000 GPUs.", [2])), {"question": CONDENSED},
+    model = ScriptedModel(reply(GFPO_SENTENCE, ("It costs 9000 GPUs.", [1])), {"question": CONDENSED},
                           reply(("GFPO trains with reinforcement learning on filtered responses.", [1])))
     open_page(page, serve(real_settings, model))
     chat, sources = page.locator("#rag-chat"), page.locator("#rag-sources")
     expect(chat.get_by_role("button", name=EXAMPLE)).to_be_visible()   # example questions on the empty screen
 
     ask(page, EXAMPLE)
-    citation = chat.locator('a[href="#rag-src-1-1"]')
+    citation = chat.locator('a[href="#rag-src-1-1"]').first   # both sentences cite [1]
     expect(citation).to_have_text("[1]", timeout=ANSWER_TIMEOUT_MS)
     expect(chat.locator(".rag-unsupported")).to_contain_text("It costs 9000 GPUs.")   # marked, not hidden
     source = sources.locator("#rag-src-1-1")
