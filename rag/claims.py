@@ -7,8 +7,8 @@ Three rules that grounding.py's support check does not cover, each deterministic
 - a sentence must answer the question, not only be true of a source: the paper it cites must
   be named by the question (an author or its category), or hold a sentence close to the
   question (`MIN_SOURCE_RELEVANCE`) and be ranked not far below the best paper found
-  (`SCORE_MARGIN`); and a question that asks for a number is not
-  answered by a sentence without one (`asks_for_number`);
+  (`SCORE_MARGIN`); and a question that asks for a number is not answered by a sentence
+  without one (`asks_for_number`);
 - when the model restates the question instead of answering it, the source's own sentence
   that is closest to the question stands in for it, quoted and attributed (`quoted_claim`),
   and when the question asks for a number and the model gives one its source does not hold,
