@@ -179,7 +179,7 @@ class Answerer:
         timings["prompt_tokens"] = sum(count_tokens(m["content"]) for m in messages)
         checker = CitationChecker(sources, self.grounding, found.query,
                                   self._best_sentences(found.query_embedding),
-                                  self.retriever.author_names)
+                                  self.retriever.mention_index.name_words)
         try:
             reply = self._generate(messages, checker, [s.n for s in sources], started, timings,
                                    on_sentence, on_text)
@@ -353,10 +353,15 @@ class CitationChecker:
         self.grounding = grounding
         self.question = question
         self.best_sentence = best_sentence     # paper -> (abstract sentence closest to the question, cosine)
-        self.known_names = known_names | {n for s in sources for n in paper_names(s.hit.paper.authors)}
-        self._names = {n: paper_names(s.hit.paper.authors) | method_names(s.text) for n, s in self.sources.items()}
-        self._methods = method_names(question) | {m for s in sources for m in method_names(s.text)}
+        authors = {n: paper_names(s.hit.paper.authors) for n, s in self.sources.items()}
+        methods = {n: method_names(s.text) for n, s in self.sources.items()}
+        self.known_names = known_names.union(*authors.values())
+        self._names = {n: authors[n] | methods[n] for n in self.sources}   # what a sentence citing n may name
+        self._asked_methods = method_names(question)
+        self._methods = self._asked_methods.union(*methods.values())   # method names that point to a paper
         self._label_terms = {t for s in sources for t in grounding.terms(s.hit.paper.label)}
+        self._wants_number = asks_for_number(question)
+        self._best_score = max((s.hit.score for s in sources), default=0.0)
         self.invalid: list[str] = []
         self.draft: list[dict] = []          # each sentence as the model wrote it, with its source numbers
         self.sentences: list[Sentence] = []
@@ -389,8 +394,7 @@ class CitationChecker:
         """The checked sentence, with the (old) numbers of the sources it cites."""
         if CANNOT_ANSWER.rstrip(".") in text:
             return Sentence(text, [], False)
-        wants_number = asks_for_number(self.question)
-        if wants_number and cited and all(numbers(text) - numbers(s.text) for s in self.sources.values()):
+        if self._wants_number and cited and all(numbers(text) - numbers(s.text) for s in self.sources.values()):
             return self._not_stated(cited)   # a number asked for, and one that no source states
         if not self.grounding.adds_to(text, self.question, ignore=self._label_terms):
             return self._quote(cited) or Sentence(text, cited, False)   # it restates the question
@@ -403,14 +407,14 @@ class CitationChecker:
         if backing and not self._names_belong(names, backing):
             if named:
                 backing = []
-            elif names & method_names(self.question):   # the method asked about is another paper's
+            elif names & self._asked_methods:   # the method asked about is another paper's
                 return Sentence(text, cited, False)
             else:   # the right paper under a wrong name: its own sentence, under its own label
                 return self._quote(backing) or Sentence(text, cited, False)
         backing = backing or named[:1]   # an uncited or mis-cited claim moves to the source that backs it
         if backing and not self._on_topic(backing):
             return Sentence(text, backing, False, kind="off_question")
-        if backing and wants_number and not numbers(text):   # on the topic, but not the number asked for
+        if backing and self._wants_number and not numbers(text):   # on the topic, but not the number asked for
             return self._not_stated(backing)
         if backing:
             return Sentence(text, backing, True)
@@ -425,9 +429,8 @@ class CitationChecker:
         sentence close enough to the question and rank not far below the best paper found?"""
         if self.best_sentence is None or any(self.sources[n].hit.named for n in cited):
             return True
-        best_score = max(s.hit.score for s in self.sources.values())
         return any(self.best_sentence(self.sources[n].hit.paper)[1] >= MIN_SOURCE_RELEVANCE
-                   and self.sources[n].hit.score >= best_score - SCORE_MARGIN for n in cited)
+                   and self.sources[n].hit.score >= self._best_score - SCORE_MARGIN for n in cited)
 
     def _names_belong(self, names: set[str], cited: list[int]) -> bool:
         """Are the author names a sentence writes all names of the papers it cites?"""
@@ -437,8 +440,7 @@ class CitationChecker:
         """The first cited source's sentence closest to the question, quoted, when it is close enough."""
         if not cited or self.best_sentence is None or not self._on_topic(cited[:1]):
             return None
-        asked = method_names(self.question)
-        if asked and not asked & self._names[cited[0]]:
+        if self._asked_methods and not self._asked_methods & self._names[cited[0]]:
             return None   # the question names a method this paper does not mention
         if any(s.supported and s.kind != "not_stated" and self._renumbered.get(cited[0]) in s.citations
                for s in self.sentences):

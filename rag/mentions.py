@@ -32,11 +32,14 @@ class MentionIndex:
 
     def __init__(self, papers: list[Paper]):
         self._names: dict[tuple[str, ...], set[tuple[str, str]]] = {}
+        words = set()
         for paper in papers:
             for author in paper.authors:
                 tokens = tuple(name_tokens(author))
+                words.update(tokens)
                 if len(tokens) >= 2:
                     self._names.setdefault(tokens, set()).add((paper.paper_id, author))
+        self.name_words = frozenset(words)   # every word of every author's name: what may be a name in a sentence
         self._names_by_last: dict[str, list[tuple[str, ...]]] = {}   # so a question looks up its own words only
         for name in self._names:
             self._names_by_last.setdefault(name[-1], []).append(name)

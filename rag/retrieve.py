@@ -18,7 +18,7 @@ import difflib
 import time
 from dataclasses import dataclass, field
 
-from rag.corpus import CATEGORY_SEPARATOR, Paper, name_tokens, paper_names
+from rag.corpus import CATEGORY_SEPARATOR, Paper, name_tokens
 from rag.errors import UsageError
 from rag.embedding import load_embed_model
 from rag.index import ingest, paper_id_of_chunk, stored_papers
@@ -115,7 +115,6 @@ class Retriever:
         self._papers_by_id = {p.paper_id: p for p in self.papers}
         self.keyword_index = KeywordIndex(self.papers, self.settings.home / "keyword" / self.store.name)
         self.mention_index = MentionIndex(self.papers)
-        self.author_names = frozenset(t for p in self.papers for t in paper_names(p.authors))
 
     def close(self) -> None:
         self.store.close()
