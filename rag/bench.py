@@ -24,8 +24,9 @@ from pathlib import Path
 
 from rag.answer import Answerer, split_plain_reply
 from rag.corpus import load_corpus
-from rag.embedding import load_embed_model
+from rag.embedding import load_embed_model, model_path
 from rag.index import describe_index, ingest
+from rag.paper_model import paper_model_enabled
 from rag.retrieve import Retriever
 from rag.settings import EXAMPLE_QUESTION, Settings, available_cores
 
@@ -47,11 +48,17 @@ def run_bench(settings: Settings, scale: int | None = None, seed: int = 0, eval_
               rounds: int = 2, workdir: Path | None = None, progress: bool = True, say=lambda m: None) -> dict:
     """Measure; returns the figures `rag bench --json` prints."""
     with _workdir(workdir) as work:
-        bench_settings = settings.with_overrides(home=work / "home", cache_dir=work / "cache",
+        # the paper model's weights by folder, from the user's cache: derived vectors stay in the bench's
+        paper_model = str(model_path(settings.paper_model, settings.cache_dir)) \
+            if paper_model_enabled(settings) else settings.paper_model
+        bench_settings = settings.with_overrides(home=work / "home", cache_dir=work / "cache", paper_model=paper_model,
                                                  namespace=f"bench-{os.getpid()}" if settings.chroma_url else None)
-        result = {"machine": {"cores": available_cores(), "store": settings.chroma_url or "embedded"}}
+        result = {"machine": {"cores": available_cores(), "store": settings.chroma_url or "embedded"},
+                  "paper_model": settings.paper_model}
         started = time.perf_counter()
         load_embed_model(settings.embed_model, settings.embed_batch_size)   # loaded once, outside every timing
+        if paper_model_enabled(settings):
+            load_embed_model(paper_model, settings.embed_batch_size, bench_settings.cache_dir)
         result["embed_model_load_s"] = round(time.perf_counter() - started, 2)
         paths = [_synthetic_corpus(settings, scale, seed, work / "corpus", result, say)] if scale else [settings.corpus]
         try:

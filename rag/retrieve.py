@@ -1,13 +1,15 @@
-"""Question -> ranked papers: dense search over chunks, aggregated per paper, with filters.
+"""Question -> ranked papers: dense search over chunks and whole abstracts, with filters.
 
-A paper's dense score is the cosine similarity of its best-matching chunk. Its keyword
+A paper's dense score mixes the cosine similarity of its best-matching chunk (chunk model)
+with that of its whole abstract (paper model, paper_model.py): (chunk + w * paper) / (1 + w),
+w = paper_model_weight; with RAG_PAPER_MODEL=none it is the chunk's cosine alone. Its keyword
 score is its BM25 score over the question's ceiling (keyword.py: what a paper matching
 every question word as well as the best paper for that word would score), so a weak match
 stays weak however the other papers score. `hybrid` adds the keyword score with a weight
 from Settings, and boosts for papers whose authors or category the question names
 (mentions.py); `rrf` fuses the two rankings by reciprocal rank instead. Candidates come
-from a pool of fixed size (the best papers by each part, and the named ones), so the
-first n results are the same whatever k is.
+from a pool of fixed size (the best papers by chunks, by whole abstracts and by keywords,
+and the named ones), so the first n results are the same whatever k is.
 Each paper appears once, so one paper cannot fill the top k. Filters by category (a full
 `Area · Subarea` or just the area) and by author name (any author position, case- and
 accent-insensitive) are resolved against the stored papers and applied to both parts.
@@ -24,6 +26,7 @@ from rag.embedding import load_embed_model
 from rag.index import ingest, paper_id_of_chunk, stored_papers
 from rag.keyword import KeywordIndex
 from rag.mentions import MentionIndex
+from rag.paper_model import PaperVectors, paper_model_enabled
 from rag.settings import Settings
 from rag.store import open_store
 from rag.translate import Translator, question_language, safe_to_english
@@ -51,9 +54,10 @@ class Hit:
     paper: Paper
     score: float
     best_chunk: str
-    dense_score: float = 0.0
+    dense_score: float = 0.0   # cosine of the question and the best chunk
     keyword_score: float = 0.0
     named: bool = False        # the question names one of its authors or its category
+    paper_score: float | None = None   # cosine of the question and the whole abstract (paper model)
 
     def to_json(self) -> dict:
         p = self.paper
@@ -61,6 +65,7 @@ class Hit:
                 "category": p.category, "source": p.source, "score": round(self.score, 4),
                 "abstract": p.abstract, "best_chunk": self.best_chunk,
                 "dense_score": round(self.dense_score, 4), "keyword_score": round(self.keyword_score, 4),
+                "paper_score": None if self.paper_score is None else round(self.paper_score, 4),
                 "named": self.named}
 
 
@@ -105,6 +110,7 @@ class Retriever:
             notify(f"The index is empty: ingesting {settings.corpus} first (once).")
             ingest(settings, progress=True)
             self.collection = self.store.collection(create=False)
+        self.paper_vectors = PaperVectors(settings) if paper_model_enabled(settings) else None
         self._load_papers()
         self.embed_model = load_embed_model(settings.embed_model, settings.embed_batch_size)
         self.open_s = time.perf_counter() - started   # reading the papers and building the keyword index
@@ -115,6 +121,8 @@ class Retriever:
         self._papers_by_id = {p.paper_id: p for p in self.papers}
         self.keyword_index = KeywordIndex(self.papers, self.settings.home / "keyword" / self.store.name)
         self.mention_index = MentionIndex(self.papers)
+        if self.paper_vectors is not None:
+            self.paper_vectors.load(self.papers, self.notify)
 
     def close(self) -> None:
         self.store.close()
@@ -140,8 +148,9 @@ class Retriever:
         text = self.english(question)
         translated = time.perf_counter()
         query = self.embed_model.get_query_embedding(text)
+        paper_query = self.paper_vectors.query_vector(text) if self.paper_vectors is not None else None
         embedded = time.perf_counter()
-        hits = self._rank(text, query, k, allowed) if allowed != set() else []
+        hits = self._rank(text, query, paper_query, k, allowed) if allowed != set() else []
         timings = {"embed_s": embedded - translated, "search_s": time.perf_counter() - embedded}
         if text != question:
             timings["translate_s"] = translated - started
@@ -153,50 +162,67 @@ class Retriever:
             return question
         return safe_to_english(self.translator, question, self.notify)
 
-    def _rank(self, question: str, query: list[float], k: int, allowed: set[str] | None) -> list[Hit]:
+    def _rank(self, question: str, query: list[float], paper_query, k: int, allowed: set[str] | None) -> list[Hit]:
         """The top k of the fixed candidate pool; when k is larger, the next papers ranked after them."""
         where = None if allowed is None else {"paper_id": {"$in": sorted(allowed)}}
-        scores, dense, keyword, named = self._scored_pool(question, query, CANDIDATES, where, allowed)
+        paper = self._paper_scores(paper_query, allowed)
+        scores, dense, keyword, named = self._scored_pool(question, query, paper, CANDIDATES, where, allowed)
         ranked = sorted(scores, key=lambda pid: -scores[pid])
         if k > len(ranked):
-            more, more_dense, more_keyword, _ = self._scored_pool(question, query, k, where, allowed)
+            more, more_dense, more_keyword, _ = self._scored_pool(question, query, paper, k, where, allowed)
             ranked += sorted((pid for pid in more if pid not in scores), key=lambda pid: -more[pid])
             scores, dense, keyword = more | scores, more_dense | dense, more_keyword | keyword
         ranked = [pid for pid in ranked if pid in self._papers_by_id][:k]
         return [Hit(rank, self._papers_by_id[pid], scores[pid], dense[pid][1], dense[pid][0],
-                    keyword.get(pid, 0.0), pid in named) for rank, pid in enumerate(ranked, start=1)]
+                    keyword.get(pid, 0.0), pid in named, paper.get(pid))
+                for rank, pid in enumerate(ranked, start=1)]
 
-    def _scored_pool(self, question: str, query: list[float], size: int, where: dict | None,
-                     allowed: set[str] | None) -> tuple[dict, dict, dict, dict]:
+    def _paper_scores(self, paper_query, allowed: set[str] | None) -> dict[str, float]:
+        """The paper model's cosine of every paper that passes the filters; empty when it is off."""
+        if paper_query is None:
+            return {}
+        scores = self.paper_vectors.scores(paper_query)
+        return scores if allowed is None else {pid: s for pid, s in scores.items() if pid in allowed}
+
+    def _scored_pool(self, question: str, query: list[float], paper: dict[str, float], size: int,
+                     where: dict | None, allowed: set[str] | None) -> tuple[dict, dict, dict, dict]:
         """Fused scores of the best `size` papers of each part and the named papers, with the parts."""
         method = self.settings.retrieval
         dense = self._dense(query, size, where) if method != "bm25" else {}
         keyword = self._keyword(question, size, allowed) if method != "dense" else {}
         mentioned = self._mentioned(question, allowed) if method in ("hybrid", "rrf") else {}
-        missing = [pid for pid in dict.fromkeys(list(keyword) + list(mentioned)) if pid not in dense]
+        by_paper = sorted(paper, key=lambda pid: -paper[pid])[:size] if method != "bm25" else []
+        missing = [pid for pid in dict.fromkeys(by_paper + list(keyword) + list(mentioned)) if pid not in dense]
         if missing:
             dense.update(self._dense_of(query, missing))
         if any(pid not in self._papers_by_id for pid in dense):
             self._load_papers()   # another process ingested since this index was opened
-        return self._fuse(method, dense, keyword, mentioned), dense, keyword, mentioned
+        return self._fuse(method, self._mixed(dense, paper), keyword, mentioned), dense, keyword, mentioned
 
-    def _fuse(self, method: str, dense: dict, keyword: dict[str, float], mentioned: dict[str, float]) -> dict:
+    def _mixed(self, dense: dict[str, tuple[float, str]], paper: dict[str, float]) -> dict[str, float]:
+        """paper_id -> dense score: the best chunk's cosine, mixed with the whole abstract's when known."""
+        weight = self.settings.paper_model_weight
+        return {pid: (item[0] + weight * paper[pid]) / (1 + weight) if pid in paper else item[0]
+                for pid, item in dense.items()}
+
+    def _fuse(self, method: str, dense: dict[str, float], keyword: dict[str, float],
+              mentioned: dict[str, float]) -> dict:
         """paper_id -> fused score.
 
-        hybrid: cosine + keyword_weight * keyword score (bm25 / ceiling) + mention boost;
+        hybrid: dense score + keyword_weight * keyword score (bm25 / ceiling) + mention boost;
         rrf: 1/(RRF_K + dense rank) + rrf_keyword_weight/(RRF_K + keyword rank) + the mention
         boost in units of "first in both lists"; dense, bm25: that score alone. Ranks are
         ranks within the pool, which is a prefix of each part's full ranking."""
         if method == "dense":
-            return {pid: item[0] for pid, item in dense.items()}
+            return dict(dense)
         if method == "bm25":
             return {pid: s for pid, s in keyword.items() if pid in dense}
         if method == "hybrid":
             weight = self.settings.keyword_weight
-            return {pid: item[0] + weight * keyword.get(pid, 0.0) + mentioned.get(pid, 0.0)
-                    for pid, item in dense.items()}
+            return {pid: score + weight * keyword.get(pid, 0.0) + mentioned.get(pid, 0.0)
+                    for pid, score in dense.items()}
         weight = self.settings.rrf_keyword_weight
-        dense_rank = _ranks({pid: item[0] for pid, item in dense.items()})
+        dense_rank = _ranks(dense)
         keyword_rank = _ranks(keyword)
         unit = (1 + weight) / (RRF_K + 1)
         return {pid: 1 / (RRF_K + dense_rank[pid]) + unit * mentioned.get(pid, 0.0)

@@ -14,6 +14,8 @@ from rag.errors import UsageError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DEFAULT_EMBED_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_PAPER_MODEL = "all-mpnet-base-v2"
+DEFAULT_PAPER_MODEL_WEIGHT = 2.0   # chosen on the tune parts of both eval sets (eval/README.md)
 DEFAULT_CHUNK_SIZE = 192
 DEFAULT_CHUNK_OVERLAP = 32
 DEFAULT_TOP_K = 5
@@ -77,6 +79,12 @@ class Settings:
                               "Chroma server, several corpora); empty = the default index.", "RAG_NAMESPACE")
     embed_model: str = _setting(DEFAULT_EMBED_MODEL, "Embedding model: the bundled name or a local "
                                 "sentence-transformers folder.", "RAG_EMBED_MODEL")
+    paper_model: str = _setting(DEFAULT_PAPER_MODEL, "Second embedding model, which scores each whole "
+                                "abstract against the question: the bundled name, a local sentence-transformers "
+                                "folder, or none (chunk vectors only; ingest is ~10x faster).", "RAG_PAPER_MODEL")
+    paper_model_weight: float = _setting(DEFAULT_PAPER_MODEL_WEIGHT, "Weight of the paper model's cosine "
+                                         "against the best chunk's in a paper's dense score: "
+                                         "(chunk + w * paper) / (1 + w).", "RAG_PAPER_MODEL_WEIGHT")
     chunk_size: int = _setting(DEFAULT_CHUNK_SIZE, "Chunk size in tiktoken (cl100k) tokens.", "RAG_CHUNK_SIZE")
     chunk_overlap: int = _setting(DEFAULT_CHUNK_OVERLAP, "Overlap between chunks in tokens.", "RAG_CHUNK_OVERLAP")
     top_k: int = _setting(DEFAULT_TOP_K, "How many papers a search returns.", "RAG_TOP_K")
@@ -140,7 +148,8 @@ class Settings:
             raise UsageError(f"context unit must be chunk or sentence, got {self.context_unit!r}")
         if self.answer_format not in ("json", "text"):
             raise UsageError(f"answer format must be json or text, got {self.answer_format!r}")
-        for name in ("keyword_weight", "rrf_keyword_weight", "author_weight", "category_weight"):
+        for name in ("keyword_weight", "rrf_keyword_weight", "author_weight", "category_weight",
+                     "paper_model_weight"):
             if getattr(self, name) < 0:
                 raise UsageError(f"{name.replace('_', ' ')} must be 0 or more, got {getattr(self, name)}")
         if self.namespace and not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", self.namespace):

@@ -25,7 +25,8 @@ def quoting_model(monkeypatch):
 
 
 def test_bench_measures_both_pipelines_side_by_side(quoting_model, tmp_path):
-    user = Settings(home=tmp_path / "user-home", cache_dir=tmp_path / "user-cache", corpus=DATA, translate="off")
+    user = Settings(home=tmp_path / "user-home", cache_dir=tmp_path / "user-cache", corpus=DATA, translate="off",
+                    paper_model="none")
     result = bench.run_bench(user, eval_questions=7, rounds=1, progress=False)
     assert result["papers"] == 80 and result["chunks"] >= 80
     assert result["ingest_embedded_chunks"] == result["chunks"] and result["ingest_cached_chunks"] == 0
@@ -68,7 +69,8 @@ def test_naive_answers_that_say_they_cannot_answer_count_as_abstentions(text, ab
 
 def test_bench_at_scale_on_a_chroma_server_leaves_the_servers_other_indexes_alone(quoting_model, tmp_path):
     with chroma_server(tmp_path / "server") as url:
-        user = Settings(home=tmp_path / "home", cache_dir=tmp_path / "cache", corpus=DATA, chroma_url=url)
+        user = Settings(home=tmp_path / "home", cache_dir=tmp_path / "cache", corpus=DATA, chroma_url=url,
+                        paper_model="none")
         with open_store(user) as store:
             store.collection(create=True).add(ids=["keep"], embeddings=[[0.1] * 384], documents=["mine"])
         result = bench.run_bench(user, scale=120, rounds=1, progress=False, workdir=tmp_path / "work")
@@ -78,13 +80,15 @@ def test_bench_at_scale_on_a_chroma_server_leaves_the_servers_other_indexes_alon
             names = [c.name for c in store.client.list_collections()]
             assert names == [store.name] and store.collection(create=False).count() == 1
     # the work folder stays: a second run resumes from the embedding cache instead of embedding again
-    again = bench.run_bench(Settings(home=tmp_path / "home", cache_dir=tmp_path / "cache", corpus=DATA),
+    again = bench.run_bench(Settings(home=tmp_path / "home", cache_dir=tmp_path / "cache", corpus=DATA,
+                                     paper_model="none"),
                             scale=120, rounds=1, progress=False, workdir=tmp_path / "work")
     assert again["ingest_embedded_chunks"] == 0 and again["ingest_cached_chunks"] == again["chunks"]
 
 
 def test_rag_bench_json_prints_the_figures(quoting_model, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("RAG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("RAG_PAPER_MODEL", "none")
     assert cli.main(["bench", "--scale", "40", "--rounds", "1", "--json"]) == 0
     figures = json.loads(capsys.readouterr().out)
     assert {"ingest_per_s", "search_p50_ms", "search_p95_ms", "papers", "peak_rss_mb", "ratios", "open_index_s",

@@ -50,7 +50,7 @@ def fake_vector(text: str) -> list[float]:
 def settings(tmp_path, isolated_home) -> Settings:
     corpus = tmp_path / "corpus"
     write_synthetic_corpus(list(load_corpus([DATA]).papers), N_PAPERS, corpus)
-    return Settings(home=isolated_home, cache_dir=tmp_path / "cache", corpus=corpus)
+    return Settings(home=isolated_home, cache_dir=tmp_path / "cache", corpus=corpus, paper_model="none")
 
 
 @pytest.fixture
@@ -145,7 +145,7 @@ def test_another_embedding_model_never_reads_this_ones_vectors(settings, use_mod
 
 
 def test_cached_vectors_equal_the_real_models(small_corpus, tmp_path):
-    settings = Settings.from_env(corpus=small_corpus, cache_dir=tmp_path / "cache")
+    settings = Settings.from_env(corpus=small_corpus, cache_dir=tmp_path / "cache", paper_model="none")
     fresh = ingest(settings, progress=False)
     before = stored_vectors(settings)
     again = ingest(settings, progress=False, rebuild=True)

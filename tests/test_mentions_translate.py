@@ -78,7 +78,8 @@ def test_search_translates_and_names_authors(real_settings, monkeypatch, tmp_pat
     import rag.llm
     from rag.retrieve import Retriever
 
-    real_settings = real_settings.with_overrides(cache_dir=tmp_path)   # fake translations stay out of ~/.cache
+    # fake translations stay out of ~/.cache; the paper model would be joined and run again in that cache
+    real_settings = real_settings.with_overrides(cache_dir=tmp_path, paper_model="none")
 
     model = ScriptedModel({"english": "Which papers study grokking in transformers?"})
     monkeypatch.setattr(rag.llm, "open_model", lambda settings: model)
@@ -96,7 +97,7 @@ def test_answer_in_the_question_language(real_settings, monkeypatch, tmp_path):
     from rag.answer import Answerer
     from rag.retrieve import Retriever
 
-    real_settings = real_settings.with_overrides(cache_dir=tmp_path)
+    real_settings = real_settings.with_overrides(cache_dir=tmp_path, paper_model="none")
 
     sentence = "GFPO curbs length explosion by filtering sampled responses by length and token efficiency."
     model = ScriptedModel({"english": "What methods reduce reasoning length?"}, reply((sentence, [1])),

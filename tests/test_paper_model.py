@@ -1,0 +1,145 @@
+"""The paper model: its weights joined from part packages, its vectors cached, its score mixed into ranking."""
+
+import hashlib
+import io
+import zipfile
+
+import numpy as np
+import pytest
+
+import rag.embedding
+import rag.paper_model
+from conftest import SMALL_PAPERS
+from rag.embed_cache import EmbeddingCache, cache_path
+from rag.errors import ModelError
+from rag.index import ingest
+from rag.retrieve import Retriever
+from rag.settings import Settings
+
+FAKE_MODEL = "fake-paper-model"
+
+
+class FavouringModel:
+    """8-d vectors: a text mentioning `word` points one way, every other text and the question another."""
+
+    def __init__(self, word: str):
+        self.word = word
+        self.texts: list[str] = []
+
+    def _vector(self, text: str) -> list[float]:
+        return [1.0] + [0.0] * 7 if self.word in text.lower() else [0.0, 1.0] + [0.0] * 6
+
+    def get_text_embedding_batch(self, texts):
+        self.texts += texts
+        return [self._vector(t) for t in texts]
+
+    def get_query_embedding(self, text):
+        return [1.0] + [0.0] * 7
+
+
+@pytest.fixture
+def favouring(monkeypatch):
+    """The paper model favours the compiler paper, whatever the question says."""
+    model = FavouringModel("compiler")
+    monkeypatch.setattr(rag.paper_model, "load_embed_model", lambda name, batch_size, cache_dir: model)
+    return model
+
+
+def settings_with(small_corpus, tmp_path, **overrides) -> Settings:
+    return Settings.from_env(corpus=small_corpus, cache_dir=tmp_path / "cache", **overrides)
+
+
+def test_the_paper_score_is_mixed_into_the_dense_score(small_corpus, tmp_path, favouring):
+    question = "Which paper studies grokking and weight decay?"
+    with Retriever(settings_with(small_corpus, tmp_path, paper_model="none")) as chunks_only:
+        alone = chunks_only.search(question, k=3)
+    assert alone.hits[0].paper.authors[0] == "Ada Lovelace" and alone.hits[0].paper_score is None
+    settings = settings_with(small_corpus, tmp_path, paper_model=FAKE_MODEL, paper_model_weight=2.0,
+                             retrieval="dense")
+    with Retriever(settings) as mixed:
+        hits = mixed.search(question, k=3).hits
+    assert hits[0].paper.authors[0] == "Grace Hopper", "the paper model outweighs the chunk model 2:1"
+    for hit in hits:
+        assert hit.score == pytest.approx((hit.dense_score + 2.0 * hit.paper_score) / 3, abs=1e-6)
+    assert [h.paper_score for h in hits] == [1.0, 0.0, 0.0] and hits[0].to_json()["paper_score"] == 1.0
+
+
+def test_paper_vectors_are_embedded_at_ingest_once_and_read_from_the_cache(small_corpus, tmp_path, favouring):
+    settings = settings_with(small_corpus, tmp_path, paper_model=FAKE_MODEL)
+    ingest(settings, progress=False)
+    assert len(favouring.texts) == len(SMALL_PAPERS)
+    ingest(settings, progress=False, rebuild=True)
+    with Retriever(settings) as retriever:
+        retriever.search("compilers", k=2)
+    assert len(favouring.texts) == len(SMALL_PAPERS), "a rebuild and a new process read the cached vectors"
+    with EmbeddingCache(cache_path(settings.cache_dir, FAKE_MODEL)) as cache:
+        assert len(cache) == len(SMALL_PAPERS)
+
+
+def test_a_search_over_papers_the_cache_lacks_embeds_them_first(small_corpus, tmp_path, favouring):
+    ingest(settings_with(small_corpus, tmp_path, paper_model="none"), progress=False)
+    said = []
+    with Retriever(settings_with(small_corpus, tmp_path, paper_model=FAKE_MODEL), notify=said.append) as retriever:
+        assert retriever.search("compilers", k=1).hits[0].paper_score == 1.0
+    assert len(favouring.texts) == len(SMALL_PAPERS) and "Embedding 3 abstracts" in said[0]
+
+
+def test_ranking_with_the_paper_model_does_not_depend_on_k(small_corpus, tmp_path, favouring):
+    with Retriever(settings_with(small_corpus, tmp_path, paper_model=FAKE_MODEL)) as retriever:
+        for question in ("agents that learn from advice", "machine code", "grokking"):
+            one = retriever.search(question, k=1).hits
+            assert [h.paper.paper_id for h in retriever.search(question, k=3).hits][:1] == [one[0].paper.paper_id]
+
+
+@pytest.fixture
+def fake_mpnet_parts(tmp_path, monkeypatch):
+    """A zip of a tiny 'all-mpnet-base-v2' folder split in three parts, with the constants to match."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zipped:
+        zipped.writestr("all-mpnet-base-v2/config.json", "{}")
+        zipped.writestr("all-mpnet-base-v2/model.safetensors", b"w" * 500)
+    data = buffer.getvalue()
+    third = len(data) // 3 + 1
+    parts = []
+    for n in range(3):
+        parts.append(tmp_path / f"part{n}")
+        parts[-1].write_bytes(data[n * third:(n + 1) * third])
+    monkeypatch.setattr(rag.embedding, "MPNET_ZIP_SIZE", len(data))
+    monkeypatch.setattr(rag.embedding, "MPNET_ZIP_SHA256", hashlib.sha256(data).hexdigest())
+    monkeypatch.setattr(rag.embedding, "MPNET_WEIGHTS_SIZE", 500)
+    monkeypatch.setattr(rag.embedding, "_mpnet_parts", lambda: parts)
+    return parts
+
+
+def test_the_paper_model_is_joined_unpacked_and_reused(tmp_path, fake_mpnet_parts):
+    folder = rag.embedding.model_path("all-mpnet-base-v2", tmp_path / "cache")
+    assert folder == tmp_path / "cache" / "models" / "all-mpnet-base-v2"
+    assert (folder / "model.safetensors").stat().st_size == 500
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["all-mpnet-base-v2"], "no zip or temp folder left"
+    fake_mpnet_parts[0].write_bytes(b"changed")
+    assert rag.embedding.model_path("all-mpnet-base-v2", tmp_path / "cache") == folder, "not joined again"
+
+
+def test_a_corrupt_paper_model_part_is_an_error_that_leaves_nothing(tmp_path, fake_mpnet_parts):
+    fake_mpnet_parts[1].write_bytes(b"x" * fake_mpnet_parts[1].stat().st_size)
+    with pytest.raises(ModelError, match="corrupt.*models.txt"):
+        rag.embedding.model_path("all-mpnet-base-v2", tmp_path / "cache")
+    assert list((tmp_path / "cache" / "models").iterdir()) == []
+
+
+def test_a_missing_paper_model_part_says_how_to_install_it_or_turn_it_off(monkeypatch):
+    def not_installed(name):
+        raise rag.embedding.importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(rag.embedding.importlib.metadata, "distribution", not_installed)
+    with pytest.raises(ModelError, match=r"models\.txt.*RAG_PAPER_MODEL=none"):
+        rag.embedding._mpnet_parts()
+
+
+def test_the_bundled_paper_model_scores_a_paraphrase_above_an_unrelated_abstract():
+    model = rag.embedding.load_embed_model("all-mpnet-base-v2", 8, Settings().cache_dir)
+    question, related, unrelated = (np.asarray(v) for v in (
+        model.get_query_embedding("keeping a reasoning model's write-ups from ballooning"),
+        model.get_text_embedding("We curb length growth of chain-of-thought traces in RL-trained LLMs."),
+        model.get_text_embedding("We study the spectral gap of random regular graphs.")))
+    assert question @ related > question @ unrelated + 0.2
