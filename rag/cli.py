@@ -443,7 +443,7 @@ def run_doctor(args) -> int:
     else:
         for check in report.checks:
             mark = {True: "ok", False: "FAIL", None: "-"}[check.ok]
-            print(f"{mark:<5} {check.name:<10} {check.detail}")
+            print(f"{mark:<5} {check.name:<12} {check.detail}")
     verdict = "every part works" if report.ok else f"FAILED: {', '.join(report.failed)}"
     _say(f"rag doctor: {verdict} ({report.seconds:.1f} s)")
     return 0 if report.ok else 1

@@ -59,7 +59,8 @@ def diagnose(settings: Settings) -> Report:
     started = time.perf_counter()
     checks = [check_python()]
     model = check_model_file(settings)
-    checks += [model, check_engine(settings, model), check_embedding(settings), check_index(settings)]
+    checks += [model, check_engine(settings, model), check_embedding(settings),
+               check_embedding(settings, "paper model"), check_index(settings)]
     if settings.chroma_url:
         checks.append(check_chroma(settings))
     checks.append(check_backend(settings, checks))
@@ -116,20 +117,25 @@ def check_engine(settings: Settings, model: Check) -> Check:
                   "probe_s": result.seconds, "probe_prompt_tokens": result.prompt_tokens})
 
 
-def check_embedding(settings: Settings) -> Check:
+def check_embedding(settings: Settings, role: str = "embedding") -> Check:
+    """The chunk model (role "embedding") or the paper model ("paper model"): found, loaded, timed on one question."""
     from rag.embedding import load_embed_model, model_path
+    from rag.paper_model import paper_model_enabled
 
+    name = settings.embed_model if role == "embedding" else settings.paper_model
+    if role != "embedding" and not paper_model_enabled(settings):
+        return Check(role, None, "none: papers are ranked by their chunks' vectors only (RAG_PAPER_MODEL=none)")
     try:
-        path = model_path(settings.embed_model)
-        model = load_embed_model(settings.embed_model)
+        path = model_path(name, settings.cache_dir)
+        model = load_embed_model(name, settings.embed_batch_size, settings.cache_dir)
         model.get_query_embedding("warm-up")   # the first call pays one-time set-up
         started = time.perf_counter()
         vector = model.get_query_embedding("what methods reduce reasoning length?")
         query_ms = (time.perf_counter() - started) * 1000
     except RagError as err:
-        return Check("embedding", False, str(err))
-    return Check("embedding", True, f"{settings.embed_model} at {path} · {len(vector)} dimensions · "
-                 f"{query_ms:.0f} ms for one question", {"model": settings.embed_model, "path": str(path),
+        return Check(role, False, str(err))
+    return Check(role, True, f"{name} at {path} · {len(vector)} dimensions · "
+                 f"{query_ms:.0f} ms for one question", {"model": name, "path": str(path),
                                                          "dimensions": len(vector), "query_ms": round(query_ms, 1)})
 
 

@@ -19,7 +19,7 @@ def test_doctor_names_an_unreachable_backend_and_exits_1(real_index_home, monkey
     assert code == 1 and report["ok"] is False and report["failed"] == ["backend"]
     assert "cannot connect" in checks["backend"]["detail"]
     assert checks["index"]["ok"] and checks["index"]["papers"] == 80 and checks["index"]["chunks"] > 80
-    assert checks["embedding"]["dimensions"] == 384
+    assert checks["embedding"]["dimensions"] == 384 and checks["paper model"]["dimensions"] == 768
     assert checks["model"]["ok"] is None and checks["engine"]["ok"] is None   # not used by a remote backend
     assert checks["python"]["packages"]["chromadb"] == "1.5.9"
     assert err.strip().splitlines()[-1].startswith("rag doctor: FAILED: backend (")
@@ -52,4 +52,10 @@ def test_text_report_marks_each_part(real_index_home, monkeypatch, capsys):
           "--timeout", "2"])
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[:2] for line in lines] == [["ok", "python"], ["-", "model"], ["-", "engine"],
-                                                    ["ok", "embedding"], ["ok", "index"], ["FAIL", "backend"]]
+                                                    ["ok", "embedding"], ["ok", "paper"], ["ok", "index"],
+                                                    ["FAIL", "backend"]]
+
+
+def test_doctor_says_when_the_paper_model_is_off():
+    check = doctor.check_embedding(Settings(paper_model="none"), "paper model")
+    assert check.ok is None and "RAG_PAPER_MODEL=none" in check.detail
