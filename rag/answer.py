@@ -19,8 +19,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from rag.claims import (MIN_SOURCE_RELEVANCE, SCORE_MARGIN, asks_for_number, method_names, not_stated_claim,
-                        quoted_claim, written_names)
+from rag.claims import (MIN_SOURCE_RELEVANCE, SCORE_MARGIN, SINGLE_PAPER_MARGIN, asks_for_number, asks_for_several,
+                        method_names, not_stated_claim, quoted_claim, written_names)
 from rag.corpus import Paper, paper_names, split_sentences
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.grounding import GroundingChecker, cosine, numbers
@@ -362,6 +362,7 @@ class CitationChecker:
         self._label_terms = {t for s in sources for t in grounding.terms(s.hit.paper.label)}
         self._wants_number = asks_for_number(question)
         self._best_score = max((s.hit.score for s in sources), default=0.0)
+        self._margin = SCORE_MARGIN if asks_for_several(question) else SINGLE_PAPER_MARGIN
         self.invalid: list[str] = []
         self.draft: list[dict] = []          # each sentence as the model wrote it, with its source numbers
         self.sentences: list[Sentence] = []
@@ -430,7 +431,7 @@ class CitationChecker:
         if self.best_sentence is None or any(self.sources[n].hit.named for n in cited):
             return True
         return any(self.best_sentence(self.sources[n].hit.paper)[1] >= MIN_SOURCE_RELEVANCE
-                   and self.sources[n].hit.score >= self._best_score - SCORE_MARGIN for n in cited)
+                   and self.sources[n].hit.score >= self._best_score - self._margin for n in cited)
 
     def _names_belong(self, names: set[str], cited: list[int]) -> bool:
         """Are the author names a sentence writes all names of the papers it cites?"""

@@ -7,8 +7,9 @@ Three rules that grounding.py's support check does not cover, each deterministic
 - a sentence must answer the question, not only be true of a source: the paper it cites must
   be named by the question (an author or its category), or hold a sentence close to the
   question (`MIN_SOURCE_RELEVANCE`) and be ranked not far below the best paper found
-  (`SCORE_MARGIN`); and a question that asks for a number is not answered by a sentence
-  without one (`asks_for_number`);
+  (`SCORE_MARGIN`, or the tighter `SINGLE_PAPER_MARGIN` when the question does not ask for
+  several papers: `asks_for_several`); and a question that asks for a number is not
+  answered by a sentence without one (`asks_for_number`);
 - when the model restates the question instead of answering it, the source's own sentence
   that is closest to the question stands in for it, quoted and attributed (`quoted_claim`),
   and when the question asks for a number and the model gives one its source does not hold,
@@ -22,6 +23,7 @@ from rag.corpus import fold, name_tokens
 
 MIN_SOURCE_RELEVANCE = 0.37  # cosine of question and the cited abstract's sentence closest to it (also quoted)
 SCORE_MARGIN = 0.25          # the cited paper's retrieval score at most this much below the best paper's
+SINGLE_PAPER_MARGIN = 0.10   # the same, for a question that does not ask for several papers
 MAX_QUOTE_CHARS = 320        # a longer abstract sentence is cut at a word boundary, with "…"
 
 _CAPITAL_WORD = r"[A-Z][\w'’-]+"
@@ -32,6 +34,9 @@ _NUMBER_QUESTION = re.compile(
     r"|\b(?:what|which)\s+(?:[\w-]+\s+){0,2}?"
     r"(?:number|count|percentage|percent|fraction|share|rate|ratio|size|amount|value|score|accuracy|speed-?up)s?\b"
     r"|多少|几", re.IGNORECASE)
+_SEVERAL = re.compile(
+    r"\b(?<!co-)(?:papers|works|studies|articles|approaches|methods|techniques|ways|authors|groups|teams|"
+    r"lines of (?:work|research)|examples|others)\b|哪些|哪几|几篇|多篇|这些", re.IGNORECASE)
 _METHOD = re.compile(r"\b[A-Za-z]*[A-Z][a-z0-9]*[A-Z][A-Za-z0-9]*\b")
 _PAIR = re.compile(rf"\b({_CAPITAL_WORD})\s+(?:and|&)\s+({_CAPITAL_WORD})\b")
 
@@ -55,6 +60,11 @@ def method_names(text: str) -> set[str]:
 def asks_for_number(question: str) -> bool:
     """Does the question ask for a quantity (how many, what rate, which percentage …)?"""
     return bool(_NUMBER_QUESTION.search(question))
+
+
+def asks_for_several(question: str) -> bool:
+    """Does the question ask about several papers ('which papers', 'what approaches', 哪些)?"""
+    return bool(_SEVERAL.search(question))
 
 
 def quoted_claim(label: str, sentence: str) -> str:

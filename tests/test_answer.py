@@ -8,6 +8,7 @@ from conftest import SMALL_PAPERS, write_corpus
 from fakes import ScriptedModel, items, reply
 from rag.answer import (CANNOT_ANSWER, Answerer, ReplyParser, count_tokens, format_sources, split_inline_citations,
                         split_plain_reply)
+from rag.claims import asks_for_several
 from rag.prompts import PromptError, load_prompt
 from rag.retrieve import Retriever
 from rag.settings import Settings
@@ -276,10 +277,33 @@ def test_only_the_sentences_that_answer_the_question_are_shown(run):
     assert not answer.abstained and answer.answer == f"{GROKKING} [1]" and labels(answer) == ["Lovelace and Babbage"]
 
 
-def test_a_paper_ranked_far_below_the_best_is_not_an_answer(run, monkeypatch):
-    monkeypatch.setattr("rag.answer.SCORE_MARGIN", 0.0)   # every paper but the best is too far below it
-    answer = run(lambda n: items((COMPILER, n["Hopper"]), (GROKKING, n["Lovelace and Babbage"])))
+@pytest.mark.parametrize("question, margin", [
+    ("What happens in grokking and what does the compiler do?", "SINGLE_PAPER_MARGIN"),
+    ("Which papers study grokking or compilers?", "SCORE_MARGIN"),
+])
+def test_a_paper_ranked_far_below_the_best_is_not_an_answer(run, monkeypatch, question, margin):
+    monkeypatch.setattr(f"rag.answer.{margin}", 0.0)   # every paper but the best is too far below it
+    answer = run(lambda n: items((COMPILER, n["Hopper"]), (GROKKING, n["Lovelace and Babbage"])), question=question)
     assert [s.kind for s in answer.sentences] == ["claim"] and len(answer.citations) == 1
+
+
+def test_a_question_about_several_papers_keeps_papers_further_below_the_best(run, monkeypatch):
+    monkeypatch.setattr("rag.answer.SINGLE_PAPER_MARGIN", 0.0)
+    monkeypatch.setattr("rag.answer.SCORE_MARGIN", 1.0)
+    monkeypatch.setattr("rag.answer.MIN_SOURCE_RELEVANCE", 0.0)
+    both = run(lambda n: items((COMPILER, n["Hopper"]), (GROKKING, n["Lovelace and Babbage"])),
+               question="Which papers study grokking or compilers?")
+    assert [s.kind for s in both.sentences] == ["claim", "claim"] and len(both.citations) == 2
+
+
+@pytest.mark.parametrize("question, several", [
+    ("Which papers study grokking?", True), ("What approaches reduce reasoning length?", True),
+    ("哪些论文研究模型合并?", True), ("Which paper curbs length growth in RL-trained models?", False),
+    ("What did Cynthia Rudin and her co-authors propose?", False),
+    ("Is there a way to keep a reasoning model's answers short?", False),
+])
+def test_asks_for_several(question, several):
+    assert asks_for_several(question) is several
 
 
 def test_an_author_name_must_belong_to_the_cited_paper(run):

@@ -3,8 +3,8 @@
 A full `rag eval --split tune` run keeps, for every answer, the model's draft (its claims
 with their source numbers, before any check). This replays those drafts through the
 answer checks under each combination of the score gate (min_dense_score) and the knobs of
-claims.py (MIN_SOURCE_RELEVANCE, SCORE_MARGIN; grids from the environment variables GATES,
-SOURCE_FLOORS, SCORE_MARGINS, comma-separated), scores the answers
+claims.py (MIN_SOURCE_RELEVANCE, SCORE_MARGIN, SINGLE_PAPER_MARGIN; grids from the environment
+variables GATES, SOURCE_FLOORS, SCORE_MARGINS, SINGLE_MARGINS, comma-separated), scores the answers
 as `rag eval` does, and prints the figures per combination, then the best by accuracy:
 
     .venv/bin/python tests/tune_answer_floors.py eval/results/<the tune run>
@@ -32,6 +32,7 @@ from rag.settings import Settings
 GATES = tuple(float(g) for g in os.environ.get("GATES", "0.1,0.15,0.2,0.25").split(","))   # min_dense_score
 SOURCE_FLOORS = tuple(float(g) for g in os.environ.get("SOURCE_FLOORS", "0.2,0.25,0.3,0.35,0.4,0.45").split(","))
 SCORE_MARGINS = tuple(float(g) for g in os.environ.get("SCORE_MARGINS", "1,0.4,0.3,0.25,0.2").split(","))
+SINGLE_MARGINS = tuple(float(g) for g in os.environ.get("SINGLE_MARGINS", "0.25").split(","))   # SINGLE_PAPER_MARGIN
 METRICS = ("accuracy", "answered", "unanswerable_abstained", "gold_precision", "gold_recall", "expected_found")
 
 
@@ -84,11 +85,13 @@ def main(run: Path) -> None:
         answerer.grounding.embed = embed
         judges = [GroundingJudge(retriever)]
         figures = []
-        for gate, source, margin in itertools.product(GATES, SOURCE_FLOORS, SCORE_MARGINS):
+        for gate, source, margin, single in itertools.product(GATES, SOURCE_FLOORS, SCORE_MARGINS, SINGLE_MARGINS):
             answerer.settings = settings.with_overrides(min_dense_score=gate)
             rag.answer.MIN_SOURCE_RELEVANCE, rag.answer.SCORE_MARGIN = source, margin
+            rag.answer.SINGLE_PAPER_MARGIN = single
             summary = summarise(replay(rows, answerer, model, judges))
-            figures.append((f"gate {gate:.2f} source {source:.2f} score margin {margin:.2f}", summary))
+            figures.append((f"gate {gate:.2f} source {source:.2f} score margin {margin:.2f} single {single:.2f}",
+                            summary))
             print(f"{figures[-1][0]}: " + " ".join(f"{m} {summary[m] or 0:.3f}" for m in METRICS), flush=True)
     print("\nbest accuracy first:")
     for knobs, summary in sorted(figures, key=lambda f: -(f[1]["accuracy"] or 0))[:15]:
