@@ -213,6 +213,8 @@ class Answerer:
                 break  # the model said the sources do not answer: no need to generate more
         for sentence_text, cited in parser.finish():
             on_sentence(checker.add(sentence_text, cited))
+        if not parser.refused and (fallback := checker.add_fallback_quote()):
+            on_sentence(fallback)
         timings["generate_s"] = time.perf_counter() - generate_start
         timings["completion_tokens"] = count_tokens("".join(text))
         return parser
@@ -389,6 +391,19 @@ class CitationChecker:
         # numbered as shown; an off-question sentence is never shown as part of an answer
         sentence.citations = [] if sentence.kind == "off_question" else [self._renumber(n) for n in sentence.citations]
         self.sentences.append(sentence)
+        return sentence
+
+    def add_fallback_quote(self) -> Sentence | None:
+        """When every claim was held back as off the question (or there was none), the best-ranked
+        source's sentence closest to the question, quoted, if that paper is on the question's topic.
+        None for a question that asks for a number, or when some claim is shown."""
+        if self._wants_number or any(s.kind != "off_question" for s in self.sentences):
+            return None
+        best = min(self.sources, key=lambda n: self.sources[n].hit.rank, default=None)
+        sentence = self._quote([best]) if best is not None else None
+        if sentence is not None:
+            sentence.citations = [self._renumber(best)]
+            self.sentences.append(sentence)
         return sentence
 
     def _check(self, text: str, cited: list[int]) -> Sentence | None:

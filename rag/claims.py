@@ -10,8 +10,9 @@ Three rules that grounding.py's support check does not cover, each deterministic
   (`SCORE_MARGIN`, or the tighter `SINGLE_PAPER_MARGIN` when the question does not ask for
   several papers: `asks_for_several`); and a question that asks for a number is not
   answered by a sentence without one (`asks_for_number`);
-- when the model restates the question instead of answering it, the source's own sentence
-  that is closest to the question stands in for it, quoted and attributed (`quoted_claim`),
+- when the model restates the question instead of answering it, or writes only about papers
+  off the question, a source's own sentence that is closest to the question stands in for
+  it, quoted and attributed (`quoted_claim`),
   and when the question asks for a number and the model gives one its source does not hold,
   the answer says that the source does not state it (`not_stated_claim`) instead of guessing.
 The floors were chosen on the tune parts of eval/ (eval/README.md).

