@@ -23,7 +23,7 @@ import re
 from rag.corpus import fold, name_tokens
 
 MIN_SOURCE_RELEVANCE = 0.37  # cosine of question and the cited abstract's sentence closest to it (also quoted)
-SCORE_MARGIN = 0.25          # the cited paper's retrieval score at most this much below the best paper's
+SCORE_MARGIN = 0.20          # the cited paper's retrieval score at most this much below the best paper's
 SINGLE_PAPER_MARGIN = 0.10   # the same, for a question that does not ask for several papers
 MAX_QUOTE_CHARS = 320        # a longer abstract sentence is cut at a word boundary, with "…"
 
