@@ -388,7 +388,11 @@ class CitationChecker:
         sentence = self._check(text, valid[:MAX_CITATIONS_PER_SENTENCE])
         if sentence is None or any(s.text == sentence.text for s in self.sentences):
             return None
-        # numbered as shown; an off-question sentence is never shown as part of an answer
+        return self._append(sentence)
+
+    def _append(self, sentence: Sentence) -> Sentence:
+        """Keep a checked sentence, its (old) source numbers renumbered as shown; an off-question
+        sentence is never shown as part of an answer, so it keeps no citation."""
         sentence.citations = [] if sentence.kind == "off_question" else [self._renumber(n) for n in sentence.citations]
         self.sentences.append(sentence)
         return sentence
@@ -401,10 +405,7 @@ class CitationChecker:
             return None
         best = min(self.sources, key=lambda n: self.sources[n].hit.rank, default=None)
         sentence = self._quote([best]) if best is not None else None
-        if sentence is not None:
-            sentence.citations = [self._renumber(best)]
-            self.sentences.append(sentence)
-        return sentence
+        return self._append(sentence) if sentence is not None else None
 
     def _check(self, text: str, cited: list[int]) -> Sentence | None:
         """The checked sentence, with the (old) numbers of the sources it cites."""

@@ -26,7 +26,7 @@ from rag.embedding import load_embed_model
 from rag.index import ingest, paper_id_of_chunk, stored_papers
 from rag.keyword import KeywordIndex
 from rag.mentions import MentionIndex
-from rag.paper_model import PaperVectors, paper_model_enabled
+from rag.paper_model import PaperScores, PaperVectors, paper_model_enabled
 from rag.settings import Settings
 from rag.store import open_store
 from rag.translate import Translator, question_language, safe_to_english
@@ -177,21 +177,18 @@ class Retriever:
                     keyword.get(pid, 0.0), pid in named, paper.get(pid))
                 for rank, pid in enumerate(ranked, start=1)]
 
-    def _paper_scores(self, paper_query, allowed: set[str] | None) -> dict[str, float]:
-        """The paper model's cosine of every paper that passes the filters; empty when it is off."""
-        if paper_query is None:
-            return {}
-        scores = self.paper_vectors.scores(paper_query)
-        return scores if allowed is None else {pid: s for pid, s in scores.items() if pid in allowed}
+    def _paper_scores(self, paper_query, allowed: set[str] | None) -> PaperScores:
+        """The paper model's cosine of every paper that passes the filters; none when it is off."""
+        return PaperScores() if paper_query is None else self.paper_vectors.scores(paper_query, allowed)
 
-    def _scored_pool(self, question: str, query: list[float], paper: dict[str, float], size: int,
+    def _scored_pool(self, question: str, query: list[float], paper: PaperScores, size: int,
                      where: dict | None, allowed: set[str] | None) -> tuple[dict, dict, dict, dict]:
         """Fused scores of the best `size` papers of each part and the named papers, with the parts."""
         method = self.settings.retrieval
         dense = self._dense(query, size, where) if method != "bm25" else {}
         keyword = self._keyword(question, size, allowed) if method != "dense" else {}
         mentioned = self._mentioned(question, allowed) if method in ("hybrid", "rrf") else {}
-        by_paper = sorted(paper, key=lambda pid: -paper[pid])[:size] if method != "bm25" else []
+        by_paper = paper.top(size) if method != "bm25" else []
         missing = [pid for pid in dict.fromkeys(by_paper + list(keyword) + list(mentioned)) if pid not in dense]
         if missing:
             dense.update(self._dense_of(query, missing))
@@ -199,11 +196,14 @@ class Retriever:
             self._load_papers()   # another process ingested since this index was opened
         return self._fuse(method, self._mixed(dense, paper), keyword, mentioned), dense, keyword, mentioned
 
-    def _mixed(self, dense: dict[str, tuple[float, str]], paper: dict[str, float]) -> dict[str, float]:
+    def _mixed(self, dense: dict[str, tuple[float, str]], paper: PaperScores) -> dict[str, float]:
         """paper_id -> dense score: the best chunk's cosine, mixed with the whole abstract's when known."""
         weight = self.settings.paper_model_weight
-        return {pid: (item[0] + weight * paper[pid]) / (1 + weight) if pid in paper else item[0]
-                for pid, item in dense.items()}
+        mixed = {}
+        for pid, (chunk, _) in dense.items():
+            abstract = paper.get(pid)
+            mixed[pid] = chunk if abstract is None else (chunk + weight * abstract) / (1 + weight)
+        return mixed
 
     def _fuse(self, method: str, dense: dict[str, float], keyword: dict[str, float],
               mentioned: dict[str, float]) -> dict:

@@ -143,3 +143,16 @@ def test_the_bundled_paper_model_scores_a_paraphrase_above_an_unrelated_abstract
         model.get_text_embedding("We curb length growth of chain-of-thought traces in RL-trained LLMs."),
         model.get_text_embedding("We study the spectral gap of random regular graphs.")))
     assert question @ related > question @ unrelated + 0.2
+
+
+def test_paper_scores_rank_only_the_papers_that_pass_the_filters():
+    vectors = rag.paper_model.PaperVectors(Settings(paper_model=FAKE_MODEL))
+    vectors.ids, vectors.rows = ("a", "b", "c"), {"a": 0, "b": 1, "c": 2}
+    vectors.matrix = np.array([[0.1, 0.0], [0.9, 0.0], [0.5, 0.0]], dtype=np.float32)
+    query = np.array([1.0, 0.0], dtype=np.float32)
+    every = vectors.scores(query)
+    assert every.top(2) == ["b", "c"] and every.top(10) == ["b", "c", "a"]
+    assert every.get("a") == pytest.approx(0.1) and every.get("unknown") is None
+    filtered = vectors.scores(query, allowed={"a", "c", "not-held"})
+    assert filtered.top(5) == ["c", "a"] and filtered.get("b") is None
+    assert rag.paper_model.PaperScores().top(3) == [] and rag.paper_model.PaperScores().get("a") is None
