@@ -91,10 +91,10 @@ def embed_papers(settings: Settings, papers: list[Paper], progress: bool = False
         missing = sorted({t for t, v in zip(texts, vectors) if v is None}, key=len)
         if not missing:
             return vectors
+        model = load_paper_model(settings)   # first, so a missing model is the only message
         notify(f"Embedding {len(missing)} abstracts with the paper model {settings.paper_model} (once).")
         from tqdm import tqdm
 
-        model = load_paper_model(settings)
         fresh: dict[str, list[float]] = {}
         with tqdm(total=len(missing), unit="paper", desc="Paper vectors", disable=not progress,
                   file=sys.stderr, mininterval=0.2) as bar:

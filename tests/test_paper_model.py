@@ -10,8 +10,9 @@ import pytest
 import rag.embedding
 import rag.paper_model
 from conftest import SMALL_PAPERS
+from rag.cli import main
 from rag.embed_cache import EmbeddingCache, cache_path
-from rag.errors import ModelError
+from rag.errors import ModelError, UsageError
 from rag.index import ingest
 from rag.retrieve import Retriever
 from rag.settings import Settings
@@ -156,3 +157,16 @@ def test_paper_scores_rank_only_the_papers_that_pass_the_filters():
     filtered = vectors.scores(query, allowed={"a", "c", "not-held"})
     assert filtered.top(5) == ["c", "a"] and filtered.get("b") is None
     assert rag.paper_model.PaperScores().top(3) == [] and rag.paper_model.PaperScores().get("a") is None
+
+
+def test_a_negative_paper_model_weight_is_a_usage_error():
+    with pytest.raises(UsageError, match="paper model weight must be 0 or more"):
+        Settings(paper_model_weight=-1)
+
+
+def test_a_paper_model_folder_that_holds_no_model_is_a_one_line_error(real_index_home, monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("RAG_HOME", str(real_index_home))
+    monkeypatch.setenv("RAG_PAPER_MODEL", str(tmp_path / "no-model-here"))
+    assert main(["search", "grokking"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no sentence-transformers model in" in err[0] and "RAG_PAPER_MODEL" in err[0]
