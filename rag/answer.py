@@ -19,8 +19,9 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from rag.claims import (MIN_SOURCE_RELEVANCE, SCORE_MARGIN, SINGLE_PAPER_MARGIN, asks_for_number, asks_for_several,
-                        method_names, not_stated_claim, quoted_claim, written_names)
+from rag.claims import (MIN_SOURCE_RELEVANCE, ONE_PAPER_FOR_ONE_QUESTION, SCORE_MARGIN, SINGLE_PAPER_MARGIN,
+                        asks_for_number, asks_for_several, method_names, not_stated_claim, quoted_claim,
+                        written_names)
 from rag.corpus import Paper, paper_names, split_sentences
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.grounding import GroundingChecker, cosine, numbers
@@ -364,7 +365,10 @@ class CitationChecker:
         self._label_terms = {t for s in sources for t in grounding.terms(s.hit.paper.label)}
         self._wants_number = asks_for_number(question)
         self._best_score = max((s.hit.score for s in sources), default=0.0)
-        self._margin = SCORE_MARGIN if asks_for_several(question) else SINGLE_PAPER_MARGIN
+        several = asks_for_several(question)
+        self._margin = SCORE_MARGIN if several else SINGLE_PAPER_MARGIN
+        self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not several
+        self._answer_paper: int | None = None   # with _one_paper: the (old) number of the paper answered about
         self.invalid: list[str] = []
         self.draft: list[dict] = []          # each sentence as the model wrote it, with its source numbers
         self.sentences: list[Sentence] = []
@@ -393,9 +397,21 @@ class CitationChecker:
     def _append(self, sentence: Sentence) -> Sentence:
         """Keep a checked sentence, its (old) source numbers renumbered as shown; an off-question
         sentence is never shown as part of an answer, so it keeps no citation."""
+        if self._one_paper and sentence.supported and sentence.citations:
+            self._keep_to_one_paper(sentence)
         sentence.citations = [] if sentence.kind == "off_question" else [self._renumber(n) for n in sentence.citations]
         self.sentences.append(sentence)
         return sentence
+
+    def _keep_to_one_paper(self, sentence: Sentence) -> None:
+        """A question about one paper is answered about one: the paper of the first shown sentence.
+        A later sentence about another paper is held back as off the question."""
+        if self._answer_paper is None:
+            self._answer_paper = sentence.citations[0]
+        if self._answer_paper in sentence.citations:
+            sentence.citations = [self._answer_paper]
+        else:
+            sentence.kind, sentence.supported = "off_question", False
 
     def add_fallback_quote(self) -> Sentence | None:
         """When every claim was held back as off the question (or there was none), the best-ranked

@@ -8,8 +8,9 @@ Three rules that grounding.py's support check does not cover, each deterministic
   be named by the question (an author or its category), or hold a sentence close to the
   question (`MIN_SOURCE_RELEVANCE`) and be ranked not far below the best paper found
   (`SCORE_MARGIN`, or the tighter `SINGLE_PAPER_MARGIN` when the question does not ask for
-  several papers: `asks_for_several`); and a question that asks for a number is not
-  answered by a sentence without one (`asks_for_number`);
+  several papers: `asks_for_several`); a question that does not ask for several papers is
+  answered about one paper, the one its first shown sentence cites (`ONE_PAPER_FOR_ONE_QUESTION`);
+  and a question that asks for a number is not answered by a sentence without one (`asks_for_number`);
 - when the model restates the question instead of answering it, or writes only about papers
   off the question, a source's own sentence that is closest to the question stands in for
   it, quoted and attributed (`quoted_claim`),
@@ -25,6 +26,7 @@ from rag.corpus import fold, name_tokens
 MIN_SOURCE_RELEVANCE = 0.37  # cosine of question and the cited abstract's sentence closest to it (also quoted)
 SCORE_MARGIN = 0.20          # the cited paper's retrieval score at most this much below the best paper's
 SINGLE_PAPER_MARGIN = 0.10   # the same, for a question that does not ask for several papers
+ONE_PAPER_FOR_ONE_QUESTION = True   # such a question's answer keeps to the paper of its first shown sentence
 MAX_QUOTE_CHARS = 320        # a longer abstract sentence is cut at a word boundary, with "…"
 
 _CAPITAL_WORD = r"[A-Z][\w'’-]+"
@@ -35,9 +37,14 @@ _NUMBER_QUESTION = re.compile(
     r"|\b(?:what|which)\s+(?:[\w-]+\s+){0,2}?"
     r"(?:number|count|percentage|percent|fraction|share|rate|ratio|size|amount|value|score|accuracy|speed-?up)s?\b"
     r"|多少|几", re.IGNORECASE)
-_SEVERAL = re.compile(
-    r"\b(?<!co-)(?:papers|works|studies|articles|approaches|methods|techniques|ways|authors|groups|teams|"
-    r"lines of (?:work|research)|examples|others)\b|哪些|哪几|几篇|多篇|这些", re.IGNORECASE)
+_PAPERS = r"(?:papers|studies|articles)"
+_APPROACHES = r"(?:works|approaches|methods|techniques|ways|lines of (?:work|research)|authors|groups|teams)"
+_SEVERAL = re.compile(   # the plural must be what is asked about: "which papers", "any studies", "what methods"
+    rf"\b(?:which|what)\b[^?.!]{{0,80}}?\b{_PAPERS}\b"
+    rf"|\b(?:any|some|several|multiple|various|different|all|these|those|the|other|there)\s+(?:[\w'-]+\s+){{0,3}}?"
+    rf"{_PAPERS}\b"
+    rf"|\b(?:which|what|any|some|several|multiple|various|different)\s+(?:[\w'-]+\s+){{0,3}}?{_APPROACHES}\b"
+    r"|哪些|哪几|几篇|多篇|这些", re.IGNORECASE)
 _METHOD = re.compile(r"\b[A-Za-z]*[A-Z][a-z0-9]*[A-Z][A-Za-z0-9]*\b")
 _PAIR = re.compile(rf"\b({_CAPITAL_WORD})\s+(?:and|&)\s+({_CAPITAL_WORD})\b")
 

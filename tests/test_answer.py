@@ -15,6 +15,7 @@ from rag.settings import Settings
 
 GROKKING = "In grokking, test accuracy jumps long after training accuracy saturates."
 COMPILER = "The compiler cuts programming time by 40% on business workloads."
+QUESTION = "What happens in grokking and what does the compiler do, in these papers?"   # about several papers
 
 
 @pytest.fixture
@@ -24,7 +25,7 @@ def retriever(tmp_path):
         yield opened
 
 
-def ask(retriever, model, question="What happens in grokking and what does the compiler do?", **kw):
+def ask(retriever, model, question=QUESTION, **kw):
     settings = retriever.settings.with_overrides(**kw)
     return Answerer(settings, retriever, model).ask(question, k=3)
 
@@ -36,7 +37,7 @@ def labels(answer):
 @pytest.fixture
 def run(retriever):
     """Ask with a fake whose reply is written in terms of the sources' labels."""
-    def go(make_reply, question="What happens in grokking and what does the compiler do?", **kw):
+    def go(make_reply, question=QUESTION, **kw):
         probe = ScriptedModel(reply(("x", [])))
         Answerer(retriever.settings, retriever, probe).ask(question, k=3)
         prompt = probe.history[0][1]["content"]
@@ -151,7 +152,7 @@ def test_prompt_holds_numbered_delimited_sources_within_budget(run):
     system, user = answer._model.history[-1]
     assert '"items"' in system["content"] and "{" in system["content"]
     assert user["content"].count("<source id=") == user["content"].count("</source>") >= 1
-    assert user["content"].rstrip().endswith("Question: What happens in grokking and what does the compiler do?")
+    assert user["content"].rstrip().endswith(f"Question: {QUESTION}")
     assert answer.timings["prompt_tokens"] < 60 + 400
 
 
@@ -309,11 +310,24 @@ def test_a_question_about_several_papers_keeps_papers_further_below_the_best(run
     assert [s.kind for s in both.sentences] == ["claim", "claim"] and len(both.citations) == 2
 
 
+def test_a_question_about_one_paper_is_answered_about_the_first_paper_shown(run, monkeypatch):
+    monkeypatch.setattr("rag.answer.SINGLE_PAPER_MARGIN", 1.0)   # neither paper is too far below the best
+    monkeypatch.setattr("rag.answer.MIN_SOURCE_RELEVANCE", 0.0)
+    answer = run(lambda n: items((COMPILER, n["Hopper"]), (GROKKING, n["Lovelace and Babbage"])),
+                 question="What happens in grokking and what does the compiler do?")
+    assert [s.kind for s in answer.sentences] == ["claim"] and labels(answer) == ["Hopper"]
+    assert answer.answer == f"{COMPILER} [1]"
+
+
 @pytest.mark.parametrize("question, several", [
     ("Which papers study grokking?", True), ("What approaches reduce reasoning length?", True),
     ("哪些论文研究模型合并?", True), ("Which paper curbs length growth in RL-trained models?", False),
     ("What did Cynthia Rudin and her co-authors propose?", False),
     ("Is there a way to keep a reasoning model's answers short?", False),
+    ("Which Deep Learning · Theory papers are about autoencoders?", True), ("Are there any studies of grokking?", True),
+    ("How does a network learn an algorithm that works on long sequences?", False),   # the plural is not what is asked
+    ("How can I split the columns of a dataset into groups?", False),
+    ("By how much do the merged models beat other merging methods?", False),
 ])
 def test_asks_for_several(question, several):
     assert asks_for_several(question) is several
