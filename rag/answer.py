@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 
 from rag.claims import (MIN_SOURCE_RELEVANCE, ONE_PAPER_FOR_ONE_QUESTION, SCORE_MARGIN, SINGLE_PAPER_MARGIN,
-                        asks_for_number, asks_for_several, method_names, not_stated_claim, quoted_claim,
-                        written_names)
+                        asks_for_number, asks_for_several, counted_words, method_names, not_stated_claim,
+                        quoted_claim, words_after_numbers, written_names)
 from rag.corpus import Paper, paper_names, split_sentences
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.grounding import GroundingChecker, cosine, numbers
@@ -364,6 +364,7 @@ class CitationChecker:
         self._methods = self._asked_methods.union(*methods.values())   # method names that point to a paper
         self._label_terms = {t for s in sources for t in grounding.terms(s.hit.paper.label)}
         self._wants_number = asks_for_number(question)
+        self._counted = grounding.terms(counted_words(question))   # what 'how many' counts, stemmed
         self._best_score = max((s.hit.score for s in sources), default=0.0)
         several = asks_for_several(question)
         self._margin = SCORE_MARGIN if several else SINGLE_PAPER_MARGIN
@@ -447,12 +448,18 @@ class CitationChecker:
         backing = backing or named[:1]   # an uncited or mis-cited claim moves to the source that backs it
         if backing and not self._on_topic(backing):
             return Sentence(text, backing, False, kind="off_question")
-        if backing and self._wants_number and not numbers(text):   # on the topic, but not the number asked for
+        if backing and self._wants_number and not self._states_number(text):   # on the topic, not the number asked
             return self._not_stated(backing)
         if backing:
             return Sentence(text, backing, True)
         owners = [n for n in cited if self._names_belong(names, [n])]
         return self._quote(owners) or Sentence(text, cited, False)
+
+    def _states_number(self, text: str) -> bool:
+        """Does the text give a number, and for 'how many X' a number of X ('16 minutes' is not hours)?"""
+        if not self._counted:
+            return bool(numbers(text))
+        return bool(self._counted & self.grounding.terms(" ".join(words_after_numbers(text))))
 
     def _not_stated(self, cited: list[int]) -> Sentence:
         return Sentence(not_stated_claim(self.sources[cited[0]].hit.paper.label), cited[:1], True, kind="not_stated")
@@ -480,6 +487,8 @@ class CitationChecker:
             return None   # the paper already has a checked sentence: quoting it again adds nothing
         paper = self.sources[cited[0]].hit.paper
         sentence, _ = self.best_sentence(paper)
+        if self._wants_number and not self._states_number(sentence):
+            return self._not_stated(cited)   # the paper is on the question, its closest sentence not the answer
         return Sentence(quoted_claim(paper.label, sentence), cited[:1], True, kind="quote", quote=sentence)
 
     def _renumber(self, n: int) -> int:

@@ -10,10 +10,11 @@ Three rules that grounding.py's support check does not cover, each deterministic
   (`SCORE_MARGIN`, or the tighter `SINGLE_PAPER_MARGIN` when the question does not ask for
   several papers: `asks_for_several`); a question that does not ask for several papers is
   answered about one paper, the one its first shown sentence cites (`ONE_PAPER_FOR_ONE_QUESTION`);
-  and a question that asks for a number is not answered by a sentence without one (`asks_for_number`);
+  and a question that asks for a number is not answered by a sentence without one (`asks_for_number`),
+  nor 'how many X' by a number of something else (`counted_words`: '16 minutes' is not hours);
 - when the model restates the question instead of answering it, or writes only about papers
   off the question, a source's own sentence that is closest to the question stands in for
-  it, quoted and attributed (`quoted_claim`),
+  it, quoted and attributed (`quoted_claim`), unless the question asks for a number the sentence lacks,
   and when the question asks for a number and the model gives one its source does not hold,
   the answer says that the source does not state it (`not_stated_claim`) instead of guessing.
 The floors were chosen on the tune parts of eval/ (eval/README.md).
@@ -22,6 +23,7 @@ The floors were chosen on the tune parts of eval/ (eval/README.md).
 import re
 
 from rag.corpus import fold, name_tokens
+from rag.grounding import NUMBER
 
 MIN_SOURCE_RELEVANCE = 0.37  # cosine of question and the cited abstract's sentence closest to it (also quoted)
 SCORE_MARGIN = 0.20          # the cited paper's retrieval score at most this much below the best paper's
@@ -37,6 +39,8 @@ _NUMBER_QUESTION = re.compile(
     r"|\b(?:what|which)\s+(?:[\w-]+\s+){0,2}?"
     r"(?:number|count|percentage|percent|fraction|share|rate|ratio|size|amount|value|score|accuracy|speed-?up)s?\b"
     r"|多少|几", re.IGNORECASE)
+_TOKEN = re.compile(r"[\w'-]+")
+_COUNTED = re.compile(r"\bhow many\s+((?:[\w'-]+\s+){0,2}[\w'-]+)", re.IGNORECASE)
 _PAPERS = r"(?:papers|studies|articles)"
 _APPROACHES = r"(?:works|approaches|methods|techniques|ways|lines of (?:work|research)|authors|groups|teams)"
 _SEVERAL = re.compile(   # the plural must be what is asked about: "which papers", "any studies", "what methods"
@@ -68,6 +72,20 @@ def method_names(text: str) -> set[str]:
 def asks_for_number(question: str) -> bool:
     """Does the question ask for a quantity (how many, what rate, which percentage …)?"""
     return bool(_NUMBER_QUESTION.search(question))
+
+
+def counted_words(question: str) -> str:
+    """The words that say what a 'how many' question counts ('how many hours of audio' -> 'hours of audio');
+    '' for any other question, and for one that asks for several quantities (each claim answers one)."""
+    if len(_NUMBER_QUESTION.findall(question)) > 1:
+        return ""
+    found = _COUNTED.search(question)
+    return found[1] if found else ""
+
+
+def words_after_numbers(text: str, span: int = 2) -> list[str]:
+    """The first `span` words after each number in the text ('trained on 16 minutes of audio' -> minutes, of)."""
+    return [w for n in NUMBER.finditer(text) for w in _TOKEN.findall(text[n.end():])[:span]]
 
 
 def asks_for_several(question: str) -> bool:

@@ -8,7 +8,7 @@ from conftest import SMALL_PAPERS, write_corpus
 from fakes import ScriptedModel, items, reply
 from rag.answer import (CANNOT_ANSWER, Answerer, ReplyParser, count_tokens, format_sources, split_inline_citations,
                         split_plain_reply)
-from rag.claims import asks_for_several
+from rag.claims import asks_for_several, counted_words
 from rag.prompts import PromptError, load_prompt
 from rag.retrieve import Retriever
 from rag.settings import Settings
@@ -117,6 +117,27 @@ def test_a_partial_answer_keeps_what_is_stated_and_says_what_is_not(run):
     assert not answer.abstained
     assert [s.kind for s in answer.sentences] == ["claim", "not_stated"]
     assert "300" not in answer.answer and "The abstract of Hopper does not state this." in answer.answer
+
+
+def test_a_count_of_something_else_is_not_the_count_asked_for(run):
+    answer = run(lambda n: items(("The compiler cuts programming time by 40% on business workloads.", n["Hopper"])),
+                 question="How many programmers used the compiler?")
+    assert answer.abstain_reason == "not_stated" and "40" not in answer.answer
+
+
+def test_a_question_for_a_number_is_not_answered_by_a_quote_without_one(run):
+    restated = "The compiler turns English-like statements into machine code."
+    answer = run(lambda n: items((restated, n["Hopper"])),
+                 question="How many English-like statements does the compiler turn into machine code?")
+    assert [s.kind for s in answer.sentences] == ["not_stated"] and answer.abstain_reason == "not_stated"
+
+
+@pytest.mark.parametrize("question, counted", [
+    ("How many hours of audio was it trained on?", "hours of audio"), ("What learning rate was used?", ""),
+    ("How much time does it save, and how many programmers used it?", ""),   # each claim answers one of them
+])
+def test_counted_words(question, counted):
+    assert counted_words(question) == counted
 
 
 def test_unsupported_sentence_is_marked_beside_supported_ones(run):
