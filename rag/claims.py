@@ -40,7 +40,9 @@ _NUMBER_QUESTION = re.compile(
     r"(?:number|count|percentage|percent|fraction|share|rate|ratio|size|amount|value|score|accuracy|speed-?up)s?\b"
     r"|多少|几", re.IGNORECASE)
 _TOKEN = re.compile(r"[\w'-]+")
-_COUNTED = re.compile(r"\bhow many\s+((?:[\w'-]+\s+){0,2}[\w'-]+)", re.IGNORECASE)
+_FUNCTION_WORD = re.compile(r"\b(?:of|in|on|at|for|to|by|with|from|per|the|an?|that|which|who|is|are|was|were|"
+                            r"do|does|did|has|have|had|can|could|will|would)\b", re.IGNORECASE)
+_COUNTED = re.compile(r"\bhow many\s+([\w'-]+(?:\s+[\w'-]+){0,2})", re.IGNORECASE)
 _PAPERS = r"(?:papers|studies|articles)"
 _APPROACHES = r"(?:works|approaches|methods|techniques|ways|lines of (?:work|research)|authors|groups|teams)"
 _SEVERAL = re.compile(   # the plural must be what is asked about: "which papers", "any studies", "what methods"
@@ -80,11 +82,12 @@ def counted_words(question: str) -> str:
     if len(_NUMBER_QUESTION.findall(question)) > 1:
         return ""
     found = _COUNTED.search(question)
-    return found[1] if found else ""
+    return _FUNCTION_WORD.split(found[1], maxsplit=1)[0].strip() if found else ""   # 'hours' of audio
 
 
-def words_after_numbers(text: str, span: int = 2) -> list[str]:
-    """The first `span` words after each number in the text ('trained on 16 minutes of audio' -> minutes, of)."""
+def words_after_numbers(text: str, span: int = 3) -> list[str]:
+    """The first `span` words after each number in the text, where what it counts is named
+    ('5,731 modern slavery statements'; '16 minutes of audio' -> minutes, of, audio)."""
     return [w for n in NUMBER.finditer(text) for w in _TOKEN.findall(text[n.end():])[:span]]
 
 

@@ -133,7 +133,8 @@ def test_a_question_for_a_number_is_not_answered_by_a_quote_without_one(run):
 
 
 @pytest.mark.parametrize("question, counted", [
-    ("How many hours of audio was it trained on?", "hours of audio"), ("What learning rate was used?", ""),
+    ("How many hours of audio was it trained on?", "hours"), ("What learning rate was used?", ""),
+    ("How many hand-labelled examples were made?", "hand-labelled examples"), ("How many of them work?", ""),
     ("How much time does it save, and how many programmers used it?", ""),   # each claim answers one of them
 ])
 def test_counted_words(question, counted):
