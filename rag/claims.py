@@ -37,7 +37,8 @@ _NUMBER_QUESTION = re.compile(
     r"\bhow (?:many|much)\b|\bhow (?:long|often|large|small|big|fast|far|high|low)\s+"
     r"(?:is|are|was|were|do|does|did|can|could|should|would|will|has|have|had)\b"
     r"|\b(?:what|which)\s+(?:[\w-]+\s+){0,2}?"
-    r"(?:number|count|percentage|percent|fraction|share|rate|ratio|size|amount|value|score|accuracy|speed-?up)s?\b"
+    r"(?:number|count|percentage|percent|fraction|share|rate|ratio|size|amount|value|score|accuracy|speed-?up|"
+    r"improvement|gain|gap|reduction|increase|depth|width)s?\b"
     r"|多少|几", re.IGNORECASE)
 _TOKEN = re.compile(r"[\w'-]+")
 _FUNCTION_WORD = re.compile(r"\b(?:of|in|on|at|for|to|by|with|from|per|the|an?|that|which|who|is|are|was|were|"

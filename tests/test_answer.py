@@ -378,7 +378,9 @@ def test_an_invented_number_for_a_question_that_asks_for_none_gives_way_to_the_q
     ("Which percentage of time is saved?", True), ("训练用了多少步？", True), ("What accuracy does it reach?", True),
     ("What happens to test accuracy in grokking?", False), ("How long had the problem been open?", True),
     ("Which papers prove how small transformers learn?", False), ("How large are the gains?", True),
-    ("Which paper studies grokking?", False), ("What does the compiler do?", False)])
+    ("Which paper studies grokking?", False), ("What does the compiler do?", False),
+    ("What optimality gap does the solver reach?", True), ("What tree depth was used?", True),
+    ("What improvement does it report?", True), ("What loss function do they use?", False)])
 def test_questions_that_ask_for_a_number(question, expected):
     from rag.claims import asks_for_number
 
