@@ -78,12 +78,13 @@ def asks_for_number(question: str) -> bool:
 
 
 def counted_words(question: str) -> str:
-    """The words that say what a 'how many' question counts ('how many hours of audio' -> 'hours of audio');
-    '' for any other question, and for one that asks for several quantities (each claim answers one)."""
+    """The words that say what a 'how many' question counts, up to the first function word
+    ('how many hours of audio' -> 'hours'); '' for any other question, and for one that asks for
+    several quantities (each claim answers one of them)."""
     if len(_NUMBER_QUESTION.findall(question)) > 1:
         return ""
     found = _COUNTED.search(question)
-    return _FUNCTION_WORD.split(found[1], maxsplit=1)[0].strip() if found else ""   # 'hours' of audio
+    return _FUNCTION_WORD.split(found[1], maxsplit=1)[0].strip() if found else ""
 
 
 def words_after_numbers(text: str, span: int = 3) -> list[str]:
