@@ -154,11 +154,14 @@ class Answerer:
         self._vectors: dict[str, list[float]] = {}
 
     def ask(self, question: str, k: int | None = None, filters: Filters = Filters(),
-            on_sentence=lambda sentence: None, on_text=lambda text: None) -> Answer:
-        """Answer `question`; on_text gets the model's text a finished sentence at a time, as it streams
-        (not yet checked), on_sentence each checked sentence."""
+            on_sentence=lambda sentence: None, on_text=lambda text: None,
+            on_sources=lambda hits: None) -> Answer:
+        """Answer `question`; on_sources gets the papers found before the model is asked, on_text the
+        model's text a finished sentence at a time, as it streams (not yet checked), on_sentence each
+        checked sentence."""
         started = time.perf_counter()
         found = self.retriever.search(question, k=k, filters=filters)
+        on_sources(found.hits)
         timings = {"retrieve_s": time.perf_counter() - started, "first_token_s": None, "generate_s": None,
                    "prompt_tokens": 0, "completion_tokens": 0}  # stay so when the model is not asked
         record = Answer(question=found.question, answer=CANNOT_ANSWER, abstained=True, citations=[], sentences=[],

@@ -17,6 +17,7 @@ import statistics
 import unicodedata
 
 from rag.answer import Answerer
+from rag.disk_cache import read_json_lines
 from rag.errors import UsageError
 from rag.evaluation import QUESTION_TYPES, Question
 from rag.judge import GroundingJudge, LLMJudge
@@ -64,20 +65,13 @@ class Checkpoint:
 
     def load(self) -> dict[str, dict]:
         """Rows saved by an earlier run with the same key; an error if the key differs."""
-        if not self.path.is_file():
+        if not self.path.exists():
             return {}
-        lines = self.path.read_text(encoding="utf-8").splitlines()
-        if not lines or json.loads(lines[0]).get("key") != self.key:
+        values, _ = read_json_lines(self.path)   # a line cut by a killed run is skipped, asked again
+        if not values or not isinstance(values[0], dict) or values[0].get("key") != self.key:
             raise UsageError(f"{self.path} was written with other settings, code or questions: "
                              "resume into a new --out folder, or delete that file")
-        rows = {}
-        for line in lines[1:]:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # the last line of a run that was killed mid-write
-            rows[row["id"]] = row
-        return rows
+        return {row["id"]: row for row in values[1:] if isinstance(row, dict) and "id" in row}
 
     def start(self) -> None:
         """Begin a new checkpoint file, dropping any older one."""

@@ -281,7 +281,7 @@ def print_answer(answerer, question: str, k, filters) -> None:
         flag = "" if sentence.supported else " (not supported by its sources)"
         print(f"{sentence.render()}{flag}", flush=True)
 
-    answer = answerer.ask(question, k=k, filters=filters, on_sentence=on_sentence)
+    answer = answerer.ask(question, k=k, filters=filters, on_sentence=on_sentence, on_sources=print_found)
     lines = [""]
     if answer.abstained:
         if answer.abstain_reason != "model":
@@ -296,6 +296,13 @@ def print_answer(answerer, question: str, k, filters) -> None:
     tokens = f"{t['prompt_tokens']} prompt tokens, " if t["prompt_tokens"] else ""
     lines.append(f"\n({t['total_s']:.1f} s: {first}{tokens}{answer.backend} {answer.model})")
     print("\n".join(lines), flush=True)
+
+
+def print_found(hits) -> None:
+    """The papers found, on one line, before the model is asked (it takes seconds to answer)."""
+    if hits:
+        print(f"Found {len(hits)} papers: {'; '.join(h.paper.label for h in hits)}. Answering…\n",
+              flush=True)
 
 
 def _paper_line(n: int, paper, score: float) -> str:

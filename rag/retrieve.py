@@ -103,6 +103,9 @@ class Retriever:
         self.settings = settings
         self.notify = notify
         self.translator = translator or (Translator(settings) if settings.translate == "auto" else None)
+        if self.translator is not None and self.translator.cache.skipped:
+            notify(f"Skipped {self.translator.cache.skipped} unreadable line(s) of {self.translator.cache.path} "
+                   "(cut by an interrupted write); those translations are made again.")
         started = time.perf_counter()
         self.store = open_store(settings)
         self.collection = self.store.collection(create=False)

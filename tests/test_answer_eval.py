@@ -162,3 +162,14 @@ def test_resuming_a_checkpoint_written_with_other_settings_is_refused(tmp_path):
     with pytest.raises(UsageError) as caught:
         Checkpoint(tmp_path / "answers.jsonl", "key-b").load()
     assert "written with other settings" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_checkpoint_line_cut_inside_a_character_is_asked_again(tmp_path):
+    from rag.answer_eval import Checkpoint
+
+    checkpoint = Checkpoint(tmp_path / "answers.jsonl", "key-a")
+    checkpoint.start()
+    checkpoint.save({"id": "q1", "outcome": {}})
+    with checkpoint.path.open("ab") as out:   # a run killed while writing a Chinese answer
+        out.write(json.dumps({"id": "q2", "answer": "模型合并"}, ensure_ascii=False).encode("utf-8")[:-5])
+    assert list(checkpoint.load()) == ["q1"]

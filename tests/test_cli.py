@@ -148,6 +148,8 @@ def test_ask_streams_the_answer_then_references(real_index_home, monkeypatch, ca
                             "token efficiency.", [1]), ("It costs 9000 GPUs.", [7])))
     code, out, _ = run(["ask", "what methods reduce reasoning length?"], capsys)
     assert code == 0
+    assert out.startswith("Found 5 papers: Shrivastava et al.; ") and out.split("\n")[0].endswith("Answering…")
+    assert out.index("Found 5 papers") < out.index("token efficiency. [1]")   # the papers first, then the answer
     assert "token efficiency. [1]" in out and "(not supported by its sources)" in out
     assert "References:\n[1] Shrivastava et al." in out and "first token" in out
 

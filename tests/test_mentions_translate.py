@@ -1,5 +1,7 @@
 """Named authors and categories in questions; questions in other scripts translated for search and back."""
 
+import json
+
 import pytest
 
 from fakes import ScriptedModel, reply
@@ -110,3 +112,25 @@ def test_answer_in_the_question_language(real_settings, monkeypatch, tmp_path):
     assert not data["abstained"] and data["answer"].startswith("GFPO 通过") and data["answer"].endswith("[1]")
     assert data["sentences"][0]["english"] == sentence and data["sentences"][0]["supported"]
     assert "What methods reduce reasoning length?" in model.history[1][-1]["content"]
+
+
+def test_a_torn_line_in_the_translation_cache_is_skipped_and_counted(tmp_path):
+    from rag.disk_cache import DiskCache
+
+    path = tmp_path / "translations.jsonl"
+    whole = json.dumps({"key": "a", "value": "what is grokking?"}, ensure_ascii=False).encode("utf-8")
+    torn = json.dumps({"key": "b", "value": "什么是顿悟"}, ensure_ascii=False).encode("utf-8")[:20]  # cut inside a character
+    path.write_bytes(whole + b"\n" + torn + b"\n" + whole.replace(b'"a"', b'"c"') + b"\n")
+    cache = DiskCache(path)
+    assert cache.get("a") == cache.get("c") == "what is grokking?" and cache.get("b") is None
+    assert cache.skipped == 1
+
+
+def test_an_unreadable_cache_file_is_an_error_that_names_it(tmp_path):
+    from rag.disk_cache import DiskCache
+    from rag.errors import StoreError
+
+    folder = tmp_path / "translations.jsonl"
+    folder.mkdir()   # not a file: reading it fails whoever runs the test
+    with pytest.raises(StoreError, match="translations.jsonl"):
+        DiskCache(folder)
