@@ -282,7 +282,7 @@ def print_answer(answerer, question: str, k, filters) -> None:
         print(f"{sentence.render()}{flag}", flush=True)
 
     answer = answerer.ask(question, k=k, filters=filters, on_sentence=on_sentence, on_sources=print_found)
-    lines = [""]
+    lines = [""] if answer.abstained else []   # each block below starts with its own blank line
     if answer.abstained:
         if answer.abstain_reason != "model":
             lines.append(CANNOT_ANSWER + ABSTAIN_NOTES.get(answer.abstain_reason, ""))
@@ -301,8 +301,8 @@ def print_answer(answerer, question: str, k, filters) -> None:
 def print_found(hits) -> None:
     """The papers found, on one line, before the model is asked (it takes seconds to answer)."""
     if hits:
-        print(f"Found {len(hits)} papers: {'; '.join(h.paper.label for h in hits)}. Answering…\n",
-              flush=True)
+        labels = "; ".join(h.paper.label for h in hits).removesuffix(".")
+        print(f"Found {len(hits)} papers: {labels}. Answering…\n", flush=True)
 
 
 def _paper_line(n: int, paper, score: float) -> str:
