@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 
 from rag.claims import (MIN_SOURCE_RELEVANCE, ONE_PAPER_FOR_ONE_QUESTION, SCORE_MARGIN, SINGLE_PAPER_MARGIN,
-                        asks_for_number, asks_for_several, counted_words, method_names, not_stated_claim,
-                        quoted_claim, words_after_numbers, written_names)
+                        asks_for_number, asks_for_several, counted_words, method_names, name_the_paper,
+                        not_stated_claim, quoted_claim, words_after_numbers, written_names)
 from rag.corpus import Paper, paper_names, split_sentences
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.grounding import GroundingChecker, cosine, numbers
@@ -454,7 +454,8 @@ class CitationChecker:
         if backing and self._wants_number and not self._states_number(text):   # on the topic, not the number asked
             return self._not_stated(backing)
         if backing:
-            return Sentence(text, backing, True)
+            label = self.sources[backing[0]].hit.paper.label
+            return Sentence(name_the_paper(text, label) if len(backing) == 1 else text, backing, True)
         owners = [n for n in cited if self._names_belong(names, [n])]
         return self._quote(owners) or Sentence(text, cited, False)
 

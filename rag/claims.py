@@ -17,6 +17,8 @@ Three rules that grounding.py's support check does not cover, each deterministic
   it, quoted and attributed (`quoted_claim`), unless the question asks for a number the sentence lacks,
   and when the question asks for a number and the model gives one its source does not hold,
   the answer says that the source does not state it (`not_stated_claim`) instead of guessing.
+A shown claim that speaks of its paper without naming it ("The paper shows", "We propose") is
+named (`name_the_paper`).
 The floors were chosen on the tune parts of eval/ (eval/README.md).
 """
 
@@ -52,6 +54,8 @@ _SEVERAL = re.compile(   # the plural must be what is asked about: "which papers
     rf"{_PAPERS}\b"
     rf"|\b(?:which|what|any|some|several|multiple|various|different)\s+(?:[\w'-]+\s+){{0,3}}?{_APPROACHES}\b"
     r"|哪些|哪几|几篇|多篇|这些", re.IGNORECASE)
+_UNNAMED_SUBJECT = re.compile(r"(?:the|this) (?P<kind>paper|work|study|article)\b|(?:in this (?:paper|work),? )?we\b"
+                              r"|the authors\b", re.IGNORECASE)
 _METHOD = re.compile(r"\b[A-Za-z]*[A-Z][a-z0-9]*[A-Z][A-Za-z0-9]*\b")
 _PAIR = re.compile(rf"\b({_CAPITAL_WORD})\s+(?:and|&)\s+({_CAPITAL_WORD})\b")
 
@@ -103,6 +107,21 @@ def quoted_claim(label: str, sentence: str) -> str:
     if len(sentence) > MAX_QUOTE_CHARS:
         sentence = sentence[:MAX_QUOTE_CHARS].rsplit(" ", 1)[0] + " …"
     return f'{label}: "{sentence}"'
+
+
+def name_the_paper(claim: str, label: str) -> str:
+    """A claim that speaks of its paper without naming it, named: 'The paper shows …' -> 'The paper by
+    Label shows …'; 'We propose …' -> 'Label propose …' (for a label of several authors, so the verb
+    still agrees). Any other claim, and one that names the paper already, is returned as it is."""
+    if any(name.lower() in claim.lower() for name in label.removesuffix(" et al.").split(" and ")):
+        return claim
+    subject = _UNNAMED_SUBJECT.match(claim)
+    if subject is None:
+        return claim
+    if subject["kind"]:
+        return f"The {subject['kind'].lower()} by {label}{claim[subject.end():]}"
+    several_authors = label.endswith(" et al.") or " and " in label
+    return f"{label}{claim[subject.end():]}" if several_authors else claim
 
 
 def not_stated_claim(label: str) -> str:

@@ -451,3 +451,25 @@ def test_neighbouring_sentences_join_and_a_gap_shows():
     pieces = _join_runs([(0, "A.", [0.0]), (1, "B.", [0.0]), (3, "D.", [0.0])])
     assert pieces == ["A. B.", "D."]
     assert Source(1, None, pieces, []).text == "A. B. … D."
+
+
+@pytest.mark.parametrize("claim, label, named", [
+    ("The paper introduces a fairness test.", "Eloundou et al.", "The paper by Eloundou et al. introduces a fairness test."),
+    ("This work studies W.", "Ying", "The work by Ying studies W."),
+    ("We propose a debate framework.", "Yang et al.", "Yang et al. propose a debate framework."),
+    ("In this paper, we propose X.", "Shi and Cao", "Shi and Cao propose X."),
+    ("We propose X.", "Ying", "We propose X."),   # 'Ying propose' would not agree: left as it is
+    ("The paper by van Rossem and Saxe shows Y.", "van Rossem and Saxe", "The paper by van Rossem and Saxe shows Y."),
+    ("GFPO curbs length growth.", "Shrivastava et al.", "GFPO curbs length growth."),
+    ("Weather matters.", "Yang et al.", "Weather matters."),
+])
+def test_a_claim_that_does_not_name_its_paper_is_named(claim, label, named):
+    from rag.claims import name_the_paper
+
+    assert name_the_paper(claim, label) == named
+
+
+def test_an_answer_names_the_paper_a_claim_speaks_of(run):
+    answer = run(lambda n: items(("The paper presents a compiler that turns English-like statements into machine "
+                                  "code.", n["Hopper"])), question="What does the compiler do?")
+    assert answer.answer.startswith("The paper by Hopper presents a compiler") and labels(answer) == ["Hopper"]
