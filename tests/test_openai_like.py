@@ -56,8 +56,8 @@ def test_openai_like_backend_streams_a_cited_answer(real_settings, llama_server)
     assert not answer.abstained, answer.to_json()
     assert "Vaishnavi Shrivastava" in [c.paper.authors[0] for c in answer.citations]
     assert len(deltas) > 3  # arrived in pieces, over HTTP streaming
-    shown = [s.text for s in answer.sentences if s.kind == "claim"]   # claims the checks kept as written
-    assert shown and all(text in "".join(streamed) for text in shown)   # streamed a finished claim at a time
+    drafted = [d["text"] for d in answer.draft]   # the claims as the model wrote them, before any check
+    assert drafted and all(text in "".join(streamed) for text in drafted)   # streamed a finished claim at a time
 
 
 def test_a_backend_that_is_down_fails_fast_and_still_shows_the_papers(real_index_home, monkeypatch, capsys):
