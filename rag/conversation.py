@@ -100,10 +100,11 @@ class ChatAnswerer:
 
     def reply(self, question: str, history: list[Turn] = (), k: int | None = None,
               filters: Filters = Filters(), on_text=lambda text: None,
-              on_sentence=lambda sentence: None) -> ChatReply:
+              on_sentence=lambda sentence: None, on_sources=lambda hits: None) -> ChatReply:
         """Condense (when there is history), answer with streaming callbacks, then highlight the evidence."""
         question = check_question(question)
         standalone = condense_question(self.model, list(history), question)
-        answer = self.answerer.ask(standalone, k=k, filters=filters, on_text=on_text, on_sentence=on_sentence)
+        answer = self.answerer.ask(standalone, k=k, filters=filters, on_text=on_text, on_sentence=on_sentence,
+                                   on_sources=on_sources)
         evidence = highlight_evidence(answer, self.answerer.grounding)
         return ChatReply(question, standalone, answer, evidence)

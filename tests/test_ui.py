@@ -283,7 +283,11 @@ def test_first_question_on_an_empty_index_says_the_index_is_being_built(small_co
         backend.close()
     assert events[:2] == [("status", LOADING), ("status", BUILDING_INDEX)]
     assert events[-1][0] == "done" and events[-1][1].answer.citations[0].paper.label == "Lovelace and Babbage"
-    assert [e[0] for e in events[2:-1]] == ["text"] * (len(events) - 4) + ["sentence"]
+    assert events[2][0] == "sources" and events[2][1] == events[-1][1].answer.sources   # before the model answers
+    from ui import render
+    shown = render.render_turn_sources(1, hits=events[2][1], answering=True)
+    assert "Papers found (answering…)" in shown and "Lovelace and Babbage" in shown
+    assert [e[0] for e in events[3:-1]] == ["text"] * (len(events) - 5) + ["sentence"]
 
 
 class EndlessModel:
@@ -322,7 +326,9 @@ def test_closing_the_backend_stops_the_answer_in_progress_at_its_next_token(real
     assert backend.close(timeout_s=5)          # it waited for the generation to end
     assert model.ended.is_set() and not backend.busy
     streamed = model.streamed
-    assert list(events) == [("error", STOPPED, [])] and model.streamed == streamed
+    rest = list(events)   # the papers found (queued before the model started), then the stop
+    assert [e[0] for e in rest] == ["sources", "error"] and rest[-1] == ("error", STOPPED, [])
+    assert model.streamed == streamed
     assert list(backend.stream(EXAMPLE, [], None, Filters()))[-1] == ("error", STOPPED, [])   # closed for good
 
 

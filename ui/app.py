@@ -212,6 +212,10 @@ def build_app(settings: Settings | None = None) -> ChatApp:
                     if event[2]:  # the backend failed after retrieval: show what was found
                         found = render.render_turn_sources(turn, hits=event[2])
                         done_sections = done_sections + [(turn, text, found)]
+                elif event[0] == "sources":   # shown while the model is still reading them
+                    found = render.render_turn_sources(turn, hits=event[1], answering=True)
+                    yield chat, render.render_panel(done_sections + [(turn, text, found)]), gr.skip(), gr.skip()
+                    continue
                 else:
                     streamed.feed(event)
                     chat[-1] = assistant_message(render.render_streaming(turn, streamed))
@@ -250,7 +254,7 @@ def build_app(settings: Settings | None = None) -> ChatApp:
                     raise gr.Error(event[1])
                 else:
                     streamed.feed(event)
-                    if event[0] != "status":
+                    if event[0] in ("text", "sentence"):
                         yield {"question": question, "answer": streamed.text(), "done": False}
 
         gr.api(ask, api_name="ask", concurrency_limit=1, concurrency_id=LLM_QUEUE)

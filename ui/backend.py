@@ -118,7 +118,8 @@ class Backend:
                 with self.generation_lock:
                     reply = chat.reply(question, history, k=k, filters=filters,
                                        on_text=lambda text: events.put(("text", text)),
-                                       on_sentence=lambda sentence: events.put(("sentence", sentence)))
+                                       on_sentence=lambda sentence: events.put(("sentence", sentence)),
+                                       on_sources=lambda hits: events.put(("sources", hits)))
                 events.put(("done", reply))
             except RagError as err:
                 events.put(("error", str(err), getattr(err, "sources", None) or []))

@@ -83,8 +83,10 @@ def render_error(message: str) -> str:
     return f'<div class="rag-error">⚠ Could not answer: {escape(message)}</div>'
 
 
-def render_turn_sources(turn: int, reply: ChatReply | None = None, hits: list[Hit] | None = None) -> str:
-    """One turn's sources: cited papers first (with evidence marked), then the other retrieved ones."""
+def render_turn_sources(turn: int, reply: ChatReply | None = None, hits: list[Hit] | None = None,
+                        answering: bool = False) -> str:
+    """One turn's sources: cited papers first (with evidence marked), then the other retrieved ones;
+    `answering`: the papers found, shown while the model still reads them."""
     if reply is not None:
         hits = reply.answer.sources
         cited = {c.paper.paper_id: c.n for c in reply.answer.citations}
@@ -95,7 +97,7 @@ def render_turn_sources(turn: int, reply: ChatReply | None = None, hits: list[Hi
     cited_html = [_source_entry(turn, h, cited[h.paper.paper_id], evidence.get(h.paper.paper_id))
                   for h in entries if h.paper.paper_id in cited]
     other_html = [_source_entry(turn, h, None, None) for h in entries if h.paper.paper_id not in cited]
-    heading = "Cited papers" if cited_html else "Nearest papers (none cited)"
+    heading = "Cited papers" if cited_html else "Papers found (answering…)" if answering else "Nearest papers (none cited)"
     parts = [f'<div class="rag-heading">{heading}</div>']
     parts += cited_html if cited_html else other_html
     if cited_html and other_html:
