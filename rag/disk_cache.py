@@ -42,8 +42,7 @@ class DiskCache:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._values: dict[str, object] = {}
-        self.skipped = 0   # lines that could not be read
-        rows, self.skipped = read_json_lines(self.path) if self.path.exists() else ([], 0)
+        rows, self.skipped = read_json_lines(self.path) if self.path.exists() else ([], 0)   # skipped: unreadable lines
         for row in rows:
             try:
                 self._values[row["key"]] = row["value"]
