@@ -66,25 +66,50 @@ class EmbeddingCache:
         return self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()[0]
 
     def get_many(self, texts: list[str]) -> list[list[float] | None]:
-        """The cached vector of each text, None where there is none."""
+        """The cached vector of each text, None where there is none or where its size is not the
+        cache's (a garbled entry is a miss, embedded again, never a vector an index cannot use)."""
         keys = [text_key(t) for t in texts]
         found: dict[bytes, list[float]] = {}
         with self._guard():
+            size = self._vector_bytes()
             for start in range(0, len(keys), LOOKUP_CHUNK):
                 part = keys[start:start + LOOKUP_CHUNK]
                 rows = self._db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({','.join('?' * len(part))})",
                                         part)
-                found.update((key, np.frombuffer(blob, dtype=np.float32).tolist()) for key, blob in rows)
+                found.update((key, np.frombuffer(blob, dtype=np.float32).tolist())
+                             for key, blob in rows if len(blob) == size)
         return [found.get(key) for key in keys]
 
     def put_many(self, texts: list[str], vectors) -> None:
-        """Store one vector per text (as float32) and commit."""
+        """Store one vector per text (as float32) and commit; every vector of a cache has one size."""
         if len(texts) != len(vectors):
             raise ValueError(f"{len(texts)} texts but {len(vectors)} vectors")
         rows = [(text_key(t), np.asarray(v, dtype=np.float32).tobytes()) for t, v in zip(texts, vectors)]
+        if not rows:
+            return
         with self._guard():
+            size = self._vector_bytes() or len(rows[0][1])
+            if any(len(blob) != size for _, blob in rows):
+                raise StoreError(f"the embedding cache {self.path} holds {size // 4}-dimensional vectors, but "
+                                 f"the model gave {len(rows[0][1]) // 4}: was the model folder replaced? Delete "
+                                 "the file (its vectors are embedded again as needed)")
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('vector_bytes', ?)", (str(size),))
             self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
             self._db.commit()
+
+    def _vector_bytes(self) -> int | None:
+        """The size of this cache's vectors: recorded with the first vectors stored, or (for a file
+        written before it was recorded) the size most of its vectors have; None for an empty cache."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'vector_bytes'").fetchone()
+        if row is not None:
+            return int(row[0])
+        row = self._db.execute("SELECT length(vector) AS n FROM vectors GROUP BY n ORDER BY count(*) DESC LIMIT 1"
+                               ).fetchone()
+        if row is None:
+            return None
+        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('vector_bytes', ?)", (str(row[0]),))   # once per file
+        self._db.commit()
+        return row[0]
 
     def __len__(self) -> int:
         with self._guard():

@@ -171,3 +171,27 @@ def test_a_corrupt_cache_file_is_a_one_line_error_that_changes_nothing(settings,
 @pytest.mark.parametrize("n_papers, size", [(3, 8), (80, 8), (1_000, 25), (10_000, 250), (50_000, 256)])
 def test_big_ingests_write_bigger_batches(n_papers, size):
     assert rag.index.papers_per_batch(n_papers) == size
+
+
+def test_a_cached_vector_of_the_wrong_size_is_a_miss(tmp_path):
+    path = tmp_path / "cache.sqlite3"
+    with EmbeddingCache(path) as cache:
+        cache.put_many(["a", "b"], [[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]])
+        cache._db.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?)",   # a garbled or crafted entry
+                          (hashlib.sha256(b"b").digest(), np.zeros(2, dtype=np.float32).tobytes()))
+        cache._db.commit()
+    with EmbeddingCache(path) as cache:
+        assert cache.get_many(["a", "b"]) == [[1.0, 2.0, 3.0, 4.0], None]   # b is embedded again, not used
+        with pytest.raises(StoreError, match="4-dimensional vectors, but the model gave 2"):
+            cache.put_many(["c"], [[1.0, 2.0]])   # another model behind the same folder
+
+
+def test_a_cache_written_before_vector_sizes_were_recorded_takes_the_size_most_vectors_have(tmp_path):
+    path = tmp_path / "cache.sqlite3"
+    with EmbeddingCache(path) as cache:
+        cache.put_many(["a", "b"], [[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]])
+        cache._db.execute("DELETE FROM meta WHERE key = 'vector_bytes'")   # as an older rag wrote it
+        cache._db.execute("INSERT INTO vectors VALUES (?, ?)", (hashlib.sha256(b"c").digest(), b"\0" * 8))
+        cache._db.commit()
+    with EmbeddingCache(path) as cache:
+        assert cache.get_many(["a", "c"]) == [[1.0, 2.0, 3.0, 4.0], None]
