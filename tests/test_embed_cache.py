@@ -195,3 +195,15 @@ def test_a_cache_written_before_vector_sizes_were_recorded_takes_the_size_most_v
         cache._db.commit()
     with EmbeddingCache(path) as cache:
         assert cache.get_many(["a", "c"]) == [[1.0, 2.0, 3.0, 4.0], None]
+
+
+def test_a_model_folder_whose_model_is_replaced_gets_a_cache_of_its_own(tmp_path):
+    folder = tmp_path / "my model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"\0" * 16)
+    before = cache_path(tmp_path, str(folder))
+    assert cache_path(tmp_path, str(folder)) == before and before.name.startswith("my_model-")
+    (folder / "model.safetensors").write_bytes(b"\1" * 32)   # another model in the same folder
+    assert cache_path(tmp_path, str(folder)) != before
+    assert cache_path(tmp_path, "all-MiniLM-L6-v2").name == "all-MiniLM-L6-v2-07db4e1f.sqlite3"   # names: unchanged

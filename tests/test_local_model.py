@@ -8,6 +8,7 @@ import hashlib
 import pytest
 
 from conftest import SMALL_PAPERS, write_corpus
+import rag.model_files
 from rag import llm
 from rag.answer import CANNOT_ANSWER, Answerer
 from rag.errors import ModelError
@@ -78,6 +79,19 @@ def test_parts_are_joined_once_and_verified(tmp_path, fake_parts):
     assert target.read_bytes()[:1000] == bytes([1]) * 1000 and target.stat().st_size == 3000
     fake_parts[0].write_bytes(b"changed")  # a joined file of the right size is not joined again
     assert llm.local_model_file(tmp_path / "cache") == target and target.stat().st_size == 3000
+
+
+def test_a_joined_file_changed_in_place_is_joined_again(tmp_path, fake_parts):
+    target = llm.local_model_file(tmp_path / "cache")
+    target.write_bytes(bytes([7]) * 3000)   # the right size, not the model
+    assert llm.local_model_file(tmp_path / "cache") == target
+    assert target.read_bytes()[:1000] == bytes([1]) * 1000   # re-joined from the parts
+
+
+def test_a_verified_file_is_not_hashed_again(tmp_path, fake_parts, monkeypatch):
+    target = llm.local_model_file(tmp_path / "cache")
+    monkeypatch.setattr(rag.model_files.hashlib, "sha256", None)   # any hashing would fail
+    assert llm.local_model_file(tmp_path / "cache") == target
 
 
 def test_a_corrupt_part_is_an_error_and_leaves_no_file(tmp_path, fake_parts):
