@@ -118,8 +118,9 @@ class EmbeddingCache:
                                ).fetchone()
         if row is None:
             return None
-        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('vector_bytes', ?)", (str(row[0]),))   # once per file
-        self._db.commit()
+        with contextlib.suppress(sqlite3.Error):   # recorded once per file, where the file can be written
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('vector_bytes', ?)", (str(row[0]),))
+            self._db.commit()
         return row[0]
 
     def __len__(self) -> int:
