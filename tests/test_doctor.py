@@ -39,11 +39,16 @@ def test_doctor_reports_the_engines_system_info(fake_engine, model_file):
     assert doctor.check_backend(Settings(), [check]).ok
 
 
-def test_doctor_finds_a_corrupt_model_file(model_file):
+def test_doctor_finds_a_corrupt_model_file(model_file, monkeypatch):
+    from rag import llm
+
     with open(model_file, "r+b") as data:
-        data.write(b"not a model")
+        data.write(b"not a model")   # changed after it was checked: hashed again, then joined again ...
+    short_part = model_file.parent / "part.bin"
+    short_part.write_bytes(b"\0" * 10)
+    monkeypatch.setattr(llm, "_part_path", lambda n: short_part)   # ... from parts that are not the model
     check = doctor.check_model_file(Settings(cache_dir=model_file.parent.parent))
-    assert check.ok is False and "is corrupt" in check.detail and "delete it" in check.detail
+    assert check.ok is False and "is corrupt" in check.detail and "reinstall its parts" in check.detail
 
 
 def test_text_report_marks_each_part(real_index_home, monkeypatch, capsys):
