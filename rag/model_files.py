@@ -10,6 +10,7 @@ modification time and sha256, and a file that differs from that record is hashed
 load models.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -19,7 +20,7 @@ from rag.errors import ModelError
 
 
 def join_parts(parts: list[Path], target: Path, size: int, sha256: str, reinstall: str) -> Path:
-    """`target`, joined from `parts` unless a file of the right size is already there.
+    """`target`, joined from `parts` unless the checked file is already there (`is_verified`).
 
     `reinstall` is the command that restores the parts, named in the error when the
     joined file does not match `size` and `sha256`."""
@@ -67,7 +68,8 @@ def is_verified(target: Path, size: int, sha256: str) -> bool:
             digest.update(block)
     if digest.hexdigest() != sha256:
         return False
-    record_verified(target, sha256)
+    with contextlib.suppress(OSError):   # a read-only cache is hashed at each start instead
+        record_verified(target, sha256)
     return True
 
 
