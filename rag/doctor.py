@@ -8,7 +8,6 @@ server. A check that fails says what to do, as the errors of the other commands 
 Printing is cli.py's job.
 """
 
-import hashlib
 import importlib.metadata
 import platform
 import sys
@@ -80,12 +79,13 @@ def check_python() -> Check:
 def check_model_file(settings: Settings) -> Check:
     """The joined local model: joined now if it is not yet, then its size and sha256 verified."""
     from rag import llm
+    from rag.model_files import file_sha256
 
     if settings.backend != "local":
         return Check("model", None, f"not used by the {settings.backend} backend")
     try:
         path = llm.local_model_file(settings.cache_dir)
-        digest = _sha256(path)
+        digest = file_sha256(path)
     except (RagError, OSError) as err:
         return Check("model", False, str(err))
     size = path.stat().st_size
@@ -196,9 +196,3 @@ def _version(name: str) -> str | None:
         return None
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as data:
-        while block := data.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()

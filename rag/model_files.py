@@ -19,14 +19,16 @@ from pathlib import Path
 from rag.errors import ModelError
 
 
-def join_parts(parts: list[Path], target: Path, size: int, sha256: str, reinstall: str) -> Path:
-    """`target`, joined from `parts` unless the checked file is already there (`is_verified`).
+def join_parts(find_parts, target: Path, size: int, sha256: str, reinstall: str) -> Path:
+    """`target`, joined from the parts `find_parts()` lists unless the checked file is already there
+    (`is_verified`; the parts are not looked for then).
 
     `reinstall` is the command that restores the parts, named in the error when the
     joined file does not match `size` and `sha256`."""
     target = Path(target)
     if is_verified(target, size, sha256):
         return target
+    parts = find_parts()
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f"{target.name}.partial.{os.getpid()}")
     digest = hashlib.sha256()
@@ -62,15 +64,20 @@ def is_verified(target: Path, size: int, sha256: str) -> bool:
         return False
     if _recorded(target) == _identity(target, sha256):
         return True
-    digest = hashlib.sha256()
-    with open(target, "rb") as source:
-        while block := source.read(1 << 22):
-            digest.update(block)
-    if digest.hexdigest() != sha256:
+    if file_sha256(target) != sha256:
         return False
     with contextlib.suppress(OSError):   # a read-only cache is hashed at each start instead
         record_verified(target, sha256)
     return True
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as source:
+        while block := source.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _identity(target: Path, sha256: str) -> dict:
