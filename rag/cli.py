@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "(recall@1/5/10, MRR, nDCG@10), citations, grounding, correctness, abstention "
                               "and latency per question type; writes results.json, report.md and charts.")
     evaluate.add_argument("--retrieval-only", action="store_true", help="retrieval metrics only (fast, no LLM)")
-    evaluate.add_argument("--compare", default="hybrid", help="comma-separated retrieval methods: hybrid, rrf, dense, bm25")
+    evaluate.add_argument("--compare", help="comma-separated retrieval methods: hybrid, rrf, dense, bm25 "
+                          "(default: the one answers use, env RAG_RETRIEVAL)")
     evaluate.add_argument("--questions", type=Path, help="one questions file instead of every set in eval/ "
                           "(questions.jsonl and paraphrase.jsonl)")
     evaluate.add_argument("--split", choices=["test", "tune", "all"], default="test",
@@ -346,14 +347,14 @@ def run_eval(args) -> int:
     if args.diff:
         print(eval_report.diff_runs(*(eval_report.load_run(path) for path in args.diff)))
         return 0
-    methods = _list_option(args.compare)
+    if args.resume and not args.out:
+        raise UsageError("--resume needs --out DIR: the folder of the run to continue")
+    settings = _llm_settings(args)
+    methods = _list_option(args.compare) if args.compare is not None else [settings.retrieval]
     unknown = [m for m in methods if m not in RETRIEVAL_METHODS]
     if unknown or not methods:
         raise UsageError(f"unknown retrieval method {unknown[0] if unknown else args.compare!r}: "
                          f"use {', '.join(RETRIEVAL_METHODS)}")
-    if args.resume and not args.out:
-        raise UsageError("--resume needs --out DIR: the folder of the run to continue")
-    settings = _llm_settings(args)
     stamp = time.strftime("%Y%m%d-%H%M%S") + ("-retrieval" if args.retrieval_only else "")
     out = args.out or evaluation.default_questions().parent / "results" / stamp
     progress = EvalProgress()

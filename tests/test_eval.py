@@ -158,6 +158,14 @@ def test_cli_eval_writes_a_run_with_a_chart_and_gates(real_index_home, monkeypat
     assert (tmp_path / "run" / "retrieval_by_type.png").read_bytes().startswith(b"\x89PNG")
 
 
+def test_cli_eval_measures_the_retrieval_method_answers_use(real_index_home, monkeypatch, tmp_path):
+    monkeypatch.setenv("RAG_HOME", str(real_index_home))
+    monkeypatch.setenv("RAG_RETRIEVAL", "dense")
+    assert main(["eval", "--retrieval-only", "--types", "author", "--out", str(tmp_path / "run")]) == 0
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert list(results["sets"]["lexical"]["methods"]) == ["dense"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["eval", "--retrieval-only", "--types", "trivia"], "unknown question type 'trivia'"),
     (["eval", "--resume"], "--resume needs --out DIR"),
