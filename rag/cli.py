@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     question = argparse.ArgumentParser(add_help=False)
     question.add_argument("question", metavar="QUESTION", help="the question, or - for one per stdin line")
-    question.add_argument("-k", type=int, help="how many papers to retrieve (default 5, env RAG_TOP_K)")
+    question.add_argument("-k", "--top-k", dest="k", type=int,
+                          help="how many papers to retrieve (default 5, env RAG_TOP_K)")
     question.add_argument("--category", help="only papers in this category ('Area · Subarea' or just 'Area')")
     question.add_argument("--author", help="only papers with this author (any position; accents optional)")
     question.add_argument("--json", action="store_true", help="one JSON object per question")
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--split", choices=["test", "tune", "all"], default="test",
                           help="which part of each set to measure (default test; knobs are chosen on tune)")
     evaluate.add_argument("--types", help="only these question types, comma-separated (e.g. detail,author)")
-    evaluate.add_argument("--judge", choices=["grounding", "llm"], action="append",
+    evaluate.add_argument("--judge", choices=["llm"],
                           help="also judge citations with the LLM (`--judge llm`, cached); the "
                           "deterministic grounding judge always runs")
     evaluate.add_argument("--out", type=Path, help="run folder (default eval/results/<timestamp>)")
@@ -363,7 +364,7 @@ def run_eval(args) -> int:
         question_sets = {args.questions.stem: args.questions} if args.questions else None
         results = evaluation.evaluate(settings, methods, question_sets, types=_list_option(args.types),
                                       split=args.split, answers=not args.retrieval_only,
-                                      judges=args.judge or ["grounding"],
+                                      judges=["grounding"] + ([args.judge] if args.judge else []),
                                       progress=progress.retrieval, answer_progress=progress.answer,
                                       out=out, resume=args.resume)
     finally:

@@ -32,6 +32,7 @@ def test_help(argv, capsys):
     (["search", ""], 2, "the question is empty"),
     (["search", "   "], 2, "the question is empty"),
     (["search", "-k", "0", "x"], 2, "-k must be at least 1"),
+    (["search", "--top-k", "0", "x"], 2, "-k must be at least 1"),
     (["ingest", "/no/such/file.txt"], 2, "no such file or folder"),
     (["search", "--chroma-url", "ftp://x", "q"], 2, "bad Chroma URL"),
 ])

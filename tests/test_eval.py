@@ -175,6 +175,12 @@ def test_cli_eval_usage_errors(argv, message, capsys):
     assert main(argv) == 2 and message in capsys.readouterr().err
 
 
+def test_cli_eval_has_no_judge_option_that_does_nothing(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["eval", "--judge", "grounding"])
+    assert exited.value.code == 2 and "invalid choice: 'grounding'" in capsys.readouterr().err
+
+
 def test_cli_eval_rejects_an_unknown_split(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["eval", "--retrieval-only", "--split", "half"])
