@@ -12,6 +12,8 @@ closest to the question, quoted; a number its source does not state becomes "the
 abstract does not state this". The answer abstains with CANNOT_ANSWER when retrieval is
 too weak (a score gate that spares papers the question names), when the model refuses,
 or when no checked claim answers the question.
+Sources reach the prompt through prompt_safety.py: whatever reads as a tag is defused, and sentences
+that address the model are left out (counted per source in the JSON as `instructions_removed`).
 """
 
 import json
@@ -22,11 +24,12 @@ from dataclasses import dataclass, field
 from rag.claims import (MIN_SOURCE_RELEVANCE, ONE_PAPER_FOR_ONE_QUESTION, SCORE_MARGIN, SINGLE_PAPER_MARGIN,
                         asks_for_number, asks_for_several, counted_words, method_names, name_the_paper,
                         not_stated_claim, quoted_claim, words_after_numbers, written_names)
-from rag.corpus import Paper, paper_names, split_sentences
+from rag.corpus import Paper, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.grounding import GroundingChecker, cosine, numbers
 from rag.index import embed_texts
 from rag.llm import BackendError
+from rag.prompt_safety import Screened, defuse, remove_instructions, screen
 from rag.prompts import load_prompt
 from rag.retrieve import Filters, Hit, Retriever
 from rag.settings import Settings
@@ -118,6 +121,7 @@ class Answer:
     query: str = ""                  # what was searched and answered: the question or its English translation
     language: str | None = None      # the question's language when it is not English
     draft: list[dict] = field(default_factory=list)   # the model's claims as it wrote them, before the checks
+    screened: dict[str, Screened] = field(default_factory=dict)   # paper id -> its instruction sentences
 
     @property
     def lead(self) -> str | None:
@@ -127,12 +131,20 @@ class Answer:
             return None
         return "" if self.language else LIST_LEAD.format(count=len(papers))
 
+    def _instructions_json(self, hit: Hit) -> dict:
+        """How many of the paper's sentences read as instructions to the model and were kept out of the
+        prompt; `instructions_only`: most did, so none of the paper was given."""
+        screened = self.screened.get(hit.paper.paper_id)
+        return {"instructions_removed": screened.removed if screened else 0,
+                "instructions_only": bool(screened and screened.left_out)}
+
     def to_json(self) -> dict:
         return {"question": self.question, "answer": self.answer, "abstained": self.abstained,
                 "abstain_reason": self.abstain_reason, "query": self.query, "language": self.language,
                 "citations": [c.to_json() for c in self.citations],
                 "sentences": [s.to_json() for s in self.sentences],
-                "sources": [h.to_json() for h in self.sources], "invalid_citations": self.invalid_citations,
+                "sources": [h.to_json() | self._instructions_json(h) for h in self.sources],
+                "invalid_citations": self.invalid_citations,
                 "draft": self.draft,
                 "backend": self.backend, "model": self.model, "index": self.index,
                 "timings": {k: round(v, 4) if isinstance(v, float) else v for k, v in self.timings.items()}}
@@ -167,18 +179,20 @@ class Answerer:
         record = Answer(question=found.question, answer=CANNOT_ANSWER, abstained=True, citations=[], sentences=[],
                         sources=found.hits, invalid_citations=[], backend=self.model.backend,
                         model=self.model.model, index=found.index, timings=timings, query=found.query,
-                        language=question_language(found.question) if found.query != found.question else None)
-        if not found.hits or not self.retrieval_is_confident(found.hits):
+                        language=question_language(found.question) if found.query != found.question else None,
+                        screened={h.paper.paper_id: screen(h.paper.text) for h in found.hits})
+        given = [h for h in found.hits if not record.screened[h.paper.paper_id].left_out]
+        if not given or not self.retrieval_is_confident(given):
             record.abstain_reason = "retrieval"
             return self._finish(record, started)
-        sources = self.build_sources(found.hits, found.query_embedding)
+        sources = self.build_sources(given, found.query_embedding)
         messages = [
             {"role": "system", "content": self.system_prompt.render(**{
                 name: value for name, value in (("cannot_answer", CANNOT_ANSWER),
                                                 ("max_sentences", self.settings.max_sentences))
                 if name in self.system_prompt.variables})},
             {"role": "user", "content": self.user_prompt.render(
-                sources=format_sources(sources), question=found.query)},
+                sources=format_sources(sources), question=defuse(found.query))},
         ]
         timings["prompt_tokens"] = sum(count_tokens(m["content"]) for m in messages)
         checker = CitationChecker(sources, self.grounding, found.query,
@@ -271,7 +285,8 @@ class Answerer:
 
     def build_sources(self, hits: list[Hit], query_embedding) -> list[Source]:
         """The passages of the retrieved papers most similar to the question, within the token budget,
-        numbered by rank; a paper none of whose passages fit is left out."""
+        numbered by rank; a paper none of whose passages fit is left out. Sentences that address the model
+        (prompt_safety.screen) are never passages, and a paper made mostly of them gives none."""
         passages = self._sentences_of(hits) if self.settings.context_unit == "sentence" else self._chunks_of(hits)
         scored = sorted(passages, key=lambda p: -cosine(query_embedding, p[3]))
         budget, chosen = self.settings.context_tokens, []
@@ -289,10 +304,21 @@ class Answerer:
         return sources
 
     def _chunks_of(self, hits: list[Hit]) -> list[tuple]:
-        """(rank, chunk number, text, stored embedding) of every chunk of the hits' papers."""
+        """(rank, chunk number, text, stored embedding) of every chunk of the hits' papers; a chunk that
+        holds instructions to the model loses them and is embedded again as given."""
         chunks = self.retriever.chunks_of([h.paper.paper_id for h in hits])
-        return [(rank, number, text, embedding) for rank, hit in enumerate(hits)
-                for number, (text, embedding) in enumerate(chunks.get(hit.paper.paper_id, []))]
+        passages = []
+        for rank, hit in enumerate(hits):
+            screened = screen(hit.paper.text)
+            if screened.left_out:
+                continue
+            for number, (text, embedding) in enumerate(chunks.get(hit.paper.paper_id, [])):
+                if screened.flagged and (kept := remove_instructions(text)) != text:
+                    if not kept:
+                        continue
+                    text, embedding = kept, self._sentence_vectors([kept])[0]
+                passages.append((rank, number, text, embedding))
+        return passages
 
     def _best_sentences(self, query_embedding):
         """A function: paper -> (its abstract sentence closest to the question, that cosine), computed once."""
@@ -300,7 +326,7 @@ class Answerer:
 
         def best(paper: Paper) -> tuple[str, float]:
             if paper.paper_id not in found:
-                sentences = split_sentences(paper.text) or [paper.text]
+                sentences = list(screen(paper.text).kept) or [screen(paper.text).text]
                 vectors = self._sentence_vectors(sentences)
                 similarity, index = max((cosine(query_embedding, v), i) for i, v in enumerate(vectors))
                 found[paper.paper_id] = (sentences[index], similarity)
@@ -310,7 +336,7 @@ class Answerer:
     def _sentences_of(self, hits: list[Hit]) -> list[tuple]:
         """(rank, sentence number, text, embedding) of every sentence of the hits' abstracts."""
         sentences = [(rank, number, text) for rank, hit in enumerate(hits)
-                     for number, text in enumerate(split_sentences(hit.paper.text))]
+                     for number, text in _given_sentences(hit.paper)]
         vectors = self._sentence_vectors([text for _, _, text in sentences])
         return [(rank, number, text, vector) for (rank, number, text), vector in zip(sentences, vectors)]
 
@@ -327,6 +353,13 @@ class Answerer:
         return [self._vectors[t] for t in texts]
 
 
+def _given_sentences(paper: Paper) -> list[tuple[int, str]]:
+    """(number, sentence) of the abstract's sentences that may be given to the model: not instructions."""
+    screened = screen(paper.text)
+    return [(number, text) for number, text in enumerate(screened.sentences)
+            if number not in screened.flagged and not screened.left_out]
+
+
 def _join_runs(passages: list[tuple[int, str, list[float]]]) -> list[str]:
     """Sentences in document order, neighbours joined into one piece (a gap becomes ' … ' in Source.text)."""
     pieces, last = [], None
@@ -340,12 +373,11 @@ def _join_runs(passages: list[tuple[int, str, list[float]]]) -> list[str]:
 
 
 def format_sources(sources: list[Source]) -> str:
-    """Numbered, delimited source blocks; text that looks like a delimiter is defused."""
+    """Numbered, delimited source blocks; in the label and the text, whatever reads as a tag is defused."""
     blocks = []
     for source in sources:
-        paper = source.hit.paper
-        text = re.sub(r"</?\s*source[^>]*>", " ", source.text, flags=re.IGNORECASE)
-        blocks.append(f'<source id="{source.n}">\nPaper: {paper.label}\n{text}\n</source>')
+        label, text = defuse(source.hit.paper.label), defuse(source.text)
+        blocks.append(f'<source id="{source.n}">\nPaper: {label}\n{text}\n</source>')
     return "\n\n".join(blocks)
 
 

@@ -29,6 +29,7 @@ from rag.index import describe_index, ingest
 from rag.paper_model import paper_model_enabled
 from rag.retrieve import Retriever
 from rag.settings import EXAMPLE_QUESTION, Settings, available_cores
+from rag.urls import redact_url
 
 WARM_UP_QUESTION = "how can agents learn from human feedback?"   # loads the model; never timed
 SEARCH_QUESTIONS = (
@@ -53,7 +54,7 @@ def run_bench(settings: Settings, scale: int | None = None, seed: int = 0, eval_
             if paper_model_enabled(settings) else settings.paper_model
         bench_settings = settings.with_overrides(home=work / "home", cache_dir=work / "cache", paper_model=paper_model,
                                                  namespace=f"bench-{os.getpid()}" if settings.chroma_url else None)
-        result = {"machine": {"cores": available_cores(), "store": settings.chroma_url or "embedded"},
+        result = {"machine": {"cores": available_cores(), "store": redact_url(settings.chroma_url or "embedded")},
                   "paper_model": settings.paper_model}
         started = time.perf_counter()
         load_embed_model(settings.embed_model, settings.embed_batch_size)   # loaded once, outside every timing

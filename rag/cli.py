@@ -32,13 +32,16 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", help="where rag keeps its index (env RAG_HOME)")
     common.add_argument("--chroma-url", help="use a Chroma server, e.g. http://127.0.0.1:8000 "
-                        "(env RAG_CHROMA_URL); default: the embedded store under --home")
+                        "(env RAG_CHROMA_URL; its token, if it needs one: env RAG_CHROMA_TOKEN); "
+                        "default: the embedded store under --home")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     ingest = sub.add_parser("ingest", parents=[common], help="parse, chunk, embed and store the corpus",
                             description="Make the index hold exactly the papers in PATH... (default: the "
                             "bundled corpus, env RAG_CORPUS): new papers are added, edited ones replaced, "
-                            "removed ones deleted; unchanged ones are not re-embedded.")
+                            "removed ones deleted; unchanged ones are not re-embedded. A path that cannot be "
+                            "read stops it before the index changes. One ingest of an index runs at a time: a "
+                            "second one waits for the first to finish (up to 15 min), then ingests its own PATHs.")
     ingest.add_argument("paths", nargs="*", metavar="PATH", help="corpus files or folders of .txt files")
     ingest.add_argument("--rebuild", action="store_true", help="drop the index and build it anew")
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -157,7 +160,10 @@ def main(argv=None) -> int:
     except Exception as err:  # a bug: one line unless debugging
         if _debug():
             raise
-        _say(f"rag: internal error: {type(err).__name__}: {err} (rerun with RAG_DEBUG=1 for the traceback)")
+        from rag.urls import redact_url
+
+        _say(f"rag: internal error: {type(err).__name__}: {redact_url(str(err))} "
+             "(rerun with RAG_DEBUG=1 for the traceback)")
         return 1
 
 
@@ -173,9 +179,10 @@ def _llm_settings(args) -> Settings:
 def run_ingest(args) -> int:
     from rag.index import ingest
 
-    report = ingest(_settings(args), paths=args.paths or None, progress=not args.quiet, rebuild=args.rebuild)
-    for duplicate in report.duplicates:
-        _say(f"rag: warning: {duplicate}")
+    report = ingest(_settings(args), paths=args.paths or None, progress=not args.quiet, rebuild=args.rebuild,
+                    notify=_say)
+    for warning in report.warnings:
+        _say(f"rag: warning: {warning}")
     if args.json:
         print(json.dumps(vars(report) | {"duplicates": list(report.duplicates)}, ensure_ascii=False))
         return 0

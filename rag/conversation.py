@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from rag.answer import Answer, Answerer
 from rag.evidence import HighlightedAbstract, highlight_evidence
+from rag.prompt_safety import defuse
 from rag.prompts import load_prompt
 from rag.retrieve import Filters, Retriever, check_question
 from rag.settings import Settings
@@ -56,7 +57,7 @@ def format_history(history: list[Turn]) -> str:
         answer = re.sub(r"\s*\[\d+\]", "", turn.answer).strip()
         if len(answer) > MAX_ANSWER_CHARS:
             answer = answer[:MAX_ANSWER_CHARS].rsplit(" ", 1)[0] + " …"
-        lines += [f"User: {turn.question.strip()}", f"Assistant: {answer}"]
+        lines += [f"User: {defuse(turn.question.strip())}", f"Assistant: {defuse(answer)}"]
     return "\n".join(lines)
 
 
@@ -68,7 +69,7 @@ def condense_question(model, history: list[Turn], question: str) -> str:
     messages = [
         {"role": "system", "content": load_prompt("condense_system").render()},
         {"role": "user", "content": load_prompt("condense_question").render(
-            history=format_history(history), question=question)},
+            history=format_history(history), question=defuse(question))},
     ]
     reply = "".join(model.stream(messages, CONDENSE_SCHEMA, CONDENSE_MAX_TOKENS))
     return parse_condensed(reply) or question

@@ -7,11 +7,18 @@ A paper without a category line has no category: it never inherits the one above
 
 This module only reads files; it knows nothing of chunks, embeddings or the store.
 Any problem is a CorpusError naming the file and line, raised before anything is
-written anywhere.
+written anywhere. A path that cannot be read (no permission, a broken link, a FIFO named
+directly) is a UsageError naming it: a folder is never read in part, since an ingest would
+then delete the papers it could not see. Inside a folder, a `.txt` entry that is no regular
+file (a FIFO, socket, device, broken link) is skipped with a warning in Corpus.skipped, and
+linked folders are not followed (so a link loop cannot hang the walk).
 """
 
+import errno
 import hashlib
+import os
 import re
+import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +66,7 @@ class Corpus:
     papers: tuple[Paper, ...]
     files: tuple[Path, ...]
     duplicates: tuple[str, ...]
+    skipped: tuple[str, ...] = ()   # warnings: entries in the folders that are not corpus files
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,8 @@ class _Paragraph:
 
 def load_corpus(paths) -> Corpus:
     """Parse every corpus file under `paths` (files or folders of .txt files)."""
-    files = corpus_files(paths)
+    skipped: list[str] = []
+    files = corpus_files(paths, skipped)
     papers, seen, duplicates = [], {}, []
     for path in files:
         for paper in parse_file(path):
@@ -78,24 +87,100 @@ def load_corpus(paths) -> Corpus:
                 continue
             seen[paper.paper_id] = paper.source
             papers.append(paper)
-    return Corpus(tuple(papers), tuple(files), tuple(duplicates))
+    return Corpus(tuple(papers), tuple(files), tuple(duplicates), tuple(skipped))
 
 
-def corpus_files(paths) -> list[Path]:
-    """Expand files and folders into a sorted, de-duplicated list of .txt files."""
+def corpus_files(paths, skipped: list[str] | None = None) -> list[Path]:
+    """Expand files and folders into a sorted, de-duplicated list of .txt files.
+
+    A path that cannot be read is a UsageError; what a folder holds besides corpus files
+    is appended to `skipped` as one warning per entry."""
+    skipped = [] if skipped is None else skipped
     found: dict[Path, None] = {}
     for raw in paths:
         path = Path(raw).expanduser()
-        if path.is_dir():
-            inside = sorted(p for p in path.rglob(f"*{CORPUS_SUFFIX}") if p.is_file())
+        mode = _stat(path, named=True).st_mode
+        if stat.S_ISDIR(mode):
+            inside: list[Path] = []
+            _walk(path, inside, skipped)
             if not inside:
                 raise UsageError(f"{path}: no {CORPUS_SUFFIX} corpus files in this folder")
-            found.update(dict.fromkeys(p.resolve() for p in inside))
-        elif path.is_file():
+            found.update(dict.fromkeys(p.resolve() for p in sorted(inside)))
+        elif stat.S_ISREG(mode):
             found[path.resolve()] = None
         else:
-            raise UsageError(f"{path}: no such file or folder")
+            raise UsageError(f"{path}: {_kind(mode)}, not a corpus file: name a .txt file or a folder of them")
     return list(found)
+
+
+def _walk(folder: Path, found: list[Path], skipped: list[str]) -> None:
+    """Add the regular .txt files under `folder` to `found`, every subfolder read or an error."""
+    try:
+        with os.scandir(folder) as scan:
+            entries = list(scan)
+    except OSError as err:
+        raise _unreadable(folder, "folder", err) from None
+    for entry in entries:
+        path = Path(entry.path)
+        try:
+            is_link, is_dir = entry.is_symlink(), entry.is_dir(follow_symlinks=False)
+        except OSError as err:
+            raise _unreadable(path, "path", err) from None
+        if is_dir:
+            _walk(path, found, skipped)
+        elif is_link and not entry.name.endswith(CORPUS_SUFFIX):
+            if path.is_dir():
+                skipped.append(f"{path}: a symbolic link to a folder, not followed; name its target to include it")
+        elif entry.name.endswith(CORPUS_SUFFIX):
+            try:
+                mode = _stat(path, named=False).st_mode
+            except _Skip as skip:
+                skipped.append(f"{path}: {skip}; skipped")
+                continue
+            if stat.S_ISREG(mode):
+                found.append(path)
+            elif stat.S_ISDIR(mode):
+                skipped.append(f"{path}: a symbolic link to a folder, not followed; name its target to include it")
+            else:
+                skipped.append(f"{path}: {_kind(mode)}, not a corpus file; skipped")
+
+
+class _Skip(Exception):
+    """A link inside a folder that leads nowhere: worth a warning, not an error."""
+
+
+def _stat(path: Path, named: bool) -> os.stat_result:
+    """os.stat, its failures turned into errors that say what the path is."""
+    try:
+        return os.stat(path)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            problem = "a symbolic link loop"
+        elif err.errno == errno.ENOENT and os.path.islink(path):
+            problem = f"a broken symbolic link (to {os.readlink(path)}, which does not exist)"
+        elif err.errno in (errno.ENOENT, errno.ENOTDIR) and named:
+            raise UsageError(f"{path}: no such file or folder") from None
+        else:
+            raise _unreadable(path, "path", err) from None
+        if not named:
+            raise _Skip(problem) from None
+        raise UsageError(f"{path}: {problem}: fix the link or name the file itself") from None
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def _unreadable(path: Path, what: str, err: OSError) -> UsageError:
+    reason = (err.strerror or type(err).__name__).lower()
+    return UsageError(f"{path}: cannot read this {what} ({reason}): fix its permissions or move it out of "
+                      "the corpus paths")
 
 
 def parse_file(path) -> list[Paper]:
@@ -117,7 +202,19 @@ def parse_file(path) -> list[Paper]:
 
 
 def _read_text(path: Path) -> str:
-    data = path.read_bytes()
+    try:
+        # O_NONBLOCK: a FIFO that replaced the file since it was listed cannot block the open
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        raise _unreadable(path, "file", err) from None
+    with open(fd, "rb") as file:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UsageError(f"{path}: {_kind(mode)}, not a corpus file: name a .txt file or a folder of them")
+        try:
+            data = file.read()
+        except OSError as err:
+            raise _unreadable(path, "file", err) from None
     if b"\x00" in data:
         line = data[: data.index(b"\x00")].count(b"\n") + 1
         raise CorpusError(path, line, "binary file (NUL byte); corpus files are UTF-8 text")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rag.errors import RagError
 from rag.settings import Settings, available_cores
+from rag.urls import redact_url
 
 PACKAGES = ("rag", "llama-cpp-python", "llama-index-core", "chromadb", "sentence-transformers", "torch",
             "gradio", "openai", "tiktoken")
@@ -163,8 +164,9 @@ def check_chroma(settings: Settings) -> Check:
             pass
     except RagError as err:
         return Check("chroma", False, str(err))
-    return Check("chroma", True, f"server {settings.chroma_url} answered in "
-                 f"{(time.perf_counter() - started) * 1000:.0f} ms", {"url": settings.chroma_url})
+    url = redact_url(settings.chroma_url)
+    return Check("chroma", True, f"server {url} answered in {(time.perf_counter() - started) * 1000:.0f} ms",
+                 {"url": url})
 
 
 def check_backend(settings: Settings, earlier: list[Check]) -> Check:
@@ -185,7 +187,8 @@ def check_backend(settings: Settings, earlier: list[Check]) -> Check:
     except RagError as err:
         return Check("backend", False, f"{settings.backend}: {err}", facts)
     seconds = time.perf_counter() - started
-    return Check("backend", True, f"{settings.backend} · {model.model} at {settings.base_url or 'OpenAI'} "
+    where = redact_url(settings.base_url or "OpenAI")
+    return Check("backend", True, f"{settings.backend} · {model.model} at {where} "
                  f"answered {reply.strip()[:20]!r} in {seconds:.1f} s", facts | {"model": model.model})
 
 

@@ -24,8 +24,9 @@ from rag.errors import RagError, UsageError
 from rag.overlap import lexical_overlap, quartiles
 from rag.prompts import prompt_hashes
 from rag.retrieve import Retriever
-from rag.settings import PACKAGE_DIR, Settings
+from rag.settings import PACKAGE_DIR, SECRET_SETTINGS, URL_SETTINGS, Settings
 from rag.store import index_shape
+from rag.urls import redact_url
 
 RESULTS_VERSION = 3
 QUESTION_SETS = {"lexical": "questions.jsonl", "paraphrase": "paraphrase.jsonl"}
@@ -260,9 +261,9 @@ def manifest(settings: Settings, index: str, question_sets: dict[str, Path]) -> 
 
 
 def settings_snapshot(settings: Settings) -> dict:
-    """Every setting as plain JSON, without secrets."""
-    return {f.name: (str(v) if isinstance(v, Path) else v)
-            for f in fields(settings) if f.name != "api_key" for v in [getattr(settings, f.name)]}
+    """Every setting as plain JSON, without secrets: no key or token, URLs without their user-info."""
+    return {f.name: (str(v) if isinstance(v, Path) else redact_url(v) if f.name in URL_SETTINGS and v else v)
+            for f in fields(settings) if f.name not in SECRET_SETTINGS for v in [getattr(settings, f.name)]}
 
 
 def _git(*args: str) -> str | None:

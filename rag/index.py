@@ -8,6 +8,8 @@ vectors and gets new metadata. Each paper's chunks are written in one call, afte
 old chunks are deleted, and every chunk records how many chunks its paper has: an ingest killed halfway leaves papers
 that are either whole or missing or detectably short, and the next ingest repairs them.
 Parsing happens before anything is written, so a bad corpus file changes nothing.
+One ingest of an index runs at a time (rag.ingest_lock): a second waits for the first, then
+makes the index hold exactly its own papers.
 Vectors come from the embedding cache (rag.embed_cache) for any chunk text the same model
 embedded before, in this store or another, so a resumed, rebuilt or second ingest embeds
 only what it never embedded. The paper model's vectors (rag.paper_model) are filled last,
@@ -25,6 +27,7 @@ from rag.corpus import Corpus, Paper, clean_text, load_corpus, name_tokens
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import load_embed_model
 from rag.paper_model import embed_papers, paper_model_enabled
+from rag.prompt_safety import instruction_warnings
 from rag.settings import Settings
 from rag.store import Store, open_store
 
@@ -53,6 +56,12 @@ class IngestReport:
     cached: int     # chunks whose vectors came from the embedding cache
     duplicates: tuple[str, ...]
     seconds: float
+    skipped: tuple[str, ...] = ()   # warnings: folder entries that are not corpus files
+    instructions: tuple[str, ...] = ()   # warnings: papers with sentences addressed to a model (prompt_safety)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self.skipped + self.instructions + self.duplicates
 
 
 @dataclass(frozen=True)
@@ -62,11 +71,20 @@ class _StoredPaper:
     found_chunks: int
 
 
-def ingest(settings: Settings, paths=None, progress: bool = True, rebuild: bool = False) -> IngestReport:
-    """Parse `paths` (default: settings.corpus) and make the index hold exactly those papers."""
+def ingest(settings: Settings, paths=None, progress: bool = True, rebuild: bool = False,
+           notify=None) -> IngestReport:
+    """Parse `paths` (default: settings.corpus) and make the index hold exactly those papers.
+
+    `notify(message)` hears that another ingest of the index is running and this one waits
+    (default: stderr when `progress` is on, else nothing)."""
+    from rag.ingest_lock import ingest_lock   # here, so a search that needs no ingest never imports it
+
     started = time.perf_counter()
     corpus = load_corpus(paths or [settings.corpus])
-    with EmbeddingCache(cache_path(settings.cache_dir, settings.embed_model)) as cache, \
+    if notify is None:
+        notify = _to_stderr if progress else (lambda message: None)
+    with ingest_lock(settings, notify), \
+            EmbeddingCache(cache_path(settings.cache_dir, settings.embed_model)) as cache, \
             open_store(settings) as store:
         if rebuild:
             store.drop()
@@ -77,8 +95,13 @@ def ingest(settings: Settings, paths=None, progress: bool = True, rebuild: bool 
         collection.modify(metadata={**collection.metadata, "sources": json.dumps([str(f) for f in corpus.files]),
                                     "ingested_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         return IngestReport(index=store.name, location=store.location, papers=len(corpus.papers),
-                            chunks=collection.count(), duplicates=corpus.duplicates,
+                            chunks=collection.count(), duplicates=corpus.duplicates, skipped=corpus.skipped,
+                            instructions=tuple(instruction_warnings(corpus.papers)),
                             seconds=time.perf_counter() - started, **counts)
+
+
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def sync(store: Store, corpus: Corpus, settings: Settings, cache: EmbeddingCache, progress: bool) -> dict:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rag.disk_cache import DiskCache, content_key
 from rag.grounding import GroundingChecker
+from rag.prompt_safety import defuse, screen
 from rag.prompts import load_prompt, prompt_hashes
 
 JUDGE_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["supported"],
@@ -64,9 +65,10 @@ class LLMJudge:
         return verdict
 
     def _ask(self, claim: str, papers) -> bool:
-        sources = "\n\n".join(f'<source id="{n}">\n{p.text}\n</source>' for n, p in enumerate(papers, start=1))
+        sources = "\n\n".join(f'<source id="{n}">\n{defuse(screen(p.text).text)}\n</source>'
+                              for n, p in enumerate(papers, start=1))   # instructions to the model left out
         messages = [{"role": "system", "content": self.system.render()},
-                    {"role": "user", "content": self.user.render(sources=sources, claim=claim)}]
+                    {"role": "user", "content": self.user.render(sources=sources, claim=defuse(claim))}]
         self.asked += 1
         return parse_verdict("".join(self.model.stream(messages, JUDGE_SCHEMA, JUDGE_MAX_TOKENS)))
 

@@ -21,6 +21,7 @@ from rag.engine import check_engine
 from rag.errors import ModelError, RagError, UsageError
 from rag.model_files import join_parts
 from rag.settings import Settings, available_cores
+from rag.urls import redact_url
 
 GGUF_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 GGUF_SIZE = 1_117_320_768
@@ -200,7 +201,7 @@ class OpenAIModel:
             raise UsageError(f"--backend {self.backend} needs --model NAME (env RAG_MODEL)")
         self.model = settings.model
         self.like = like
-        self.where = settings.base_url or "https://api.openai.com/v1"
+        self.where = redact_url(settings.base_url or "https://api.openai.com/v1")
         common = dict(model=settings.model, temperature=0.0, timeout=settings.timeout_s,
                       max_retries=settings.max_retries)
         if like:
@@ -234,7 +235,8 @@ class OpenAIModel:
                 if part.delta:
                     yield part.delta
         except Exception as err:
-            raise BackendError(f"the {self.backend} backend at {self.where} failed: {_describe(err)}") from err
+            raise BackendError(f"the {self.backend} backend at {self.where} failed: "
+                               f"{redact_url(_describe(err))}") from err
 
 
 def _without_keys(schema, keys: set[str]):

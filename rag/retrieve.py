@@ -111,7 +111,8 @@ class Retriever:
         self.collection = self.store.collection(create=False)
         if self.collection is None or self.collection.count() == 0:
             notify(f"The index is empty: ingesting {settings.corpus} first (once).")
-            ingest(settings, progress=True)
+            for warning in ingest(settings, progress=True).warnings:
+                notify(f"Warning: {warning}")
             self.collection = self.store.collection(create=False)
         self.paper_vectors = PaperVectors(settings) if paper_model_enabled(settings) else None
         self._load_papers()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from rag.errors import UsageError
+from rag.urls import BASE_URL, CHROMA_URL, check_url
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DEFAULT_EMBED_MODEL = "all-MiniLM-L6-v2"
@@ -34,6 +35,8 @@ DEFAULT_CONTEXT_TOKENS = 800
 DEFAULT_MAX_SENTENCES = 5
 DEFAULT_MIN_DENSE_SCORE = 0.10
 EXAMPLE_QUESTION = "what methods reduce reasoning length?"   # the README's; benchmarks time it
+SECRET_SETTINGS = ("api_key", "chroma_token")   # never printed, never saved
+URL_SETTINGS = ("chroma_url", "base_url")       # shown and saved through urls.redact_url only
 
 
 def default_home() -> Path:
@@ -73,8 +76,13 @@ class Settings:
     cache_dir: Path = _setting(None, "Where rag keeps derived files such as the joined local model.",
                                "RAG_CACHE_DIR")
     corpus: Path = _setting(None, "Corpus files or folder that `rag ingest` reads by default.", "RAG_CORPUS")
-    chroma_url: str | None = _setting(None, "Chroma server URL (http://HOST:PORT); unset = embedded store.",
+    chroma_url: str | None = _setting(None, "Chroma server URL (http://HOST:PORT, or https://HOST/PATH behind a "
+                                      "reverse proxy); unset = embedded store. Shown with its user-info hidden.",
                                       "RAG_CHROMA_URL")
+    chroma_token: str | None = _setting(None, "Token for a Chroma server that requires one (token auth), sent as "
+                                        "'Authorization: Bearer TOKEN' and 'X-Chroma-Token: TOKEN'; a token in the "
+                                        "URL (http://:TOKEN@HOST:PORT) works too. Never printed or saved.",
+                                        "RAG_CHROMA_TOKEN", repr=False)
     namespace: str = _setting("", "Name that keeps this index apart from others on the same store (one "
                               "Chroma server, several corpora); empty = the default index.", "RAG_NAMESPACE")
     embed_model: str = _setting(DEFAULT_EMBED_MODEL, "Embedding model: the bundled name or a local "
@@ -109,7 +117,7 @@ class Settings:
                             "RAG_BACKEND")
     model: str | None = _setting(None, "Model name for the openai and openai-like backends.", "RAG_MODEL")
     base_url: str | None = _setting(None, "Base URL of an OpenAI-compatible server, e.g. "
-                                    "http://127.0.0.1:8080/v1.", "RAG_BASE_URL")
+                                    "http://127.0.0.1:8080/v1. Shown with its user-info hidden.", "RAG_BASE_URL")
     api_key: str | None = _setting(None, "API key for openai-like servers (openai reads OPENAI_API_KEY).",
                                    "RAG_API_KEY", repr=False)
     timeout_s: float = _setting(DEFAULT_TIMEOUT_S, "Seconds to wait for a remote backend per try.", "RAG_TIMEOUT")
@@ -156,6 +164,12 @@ class Settings:
             raise UsageError(f"namespace {self.namespace!r} must be 1-64 letters, digits, '.', '_' or '-'")
         if self.top_k < 1:
             raise UsageError(f"top-k must be at least 1, got {self.top_k}")
+        if self.chroma_url:
+            check_url(self.chroma_url, *CHROMA_URL)
+        if self.base_url:
+            check_url(self.base_url, *BASE_URL)
+        if self.chroma_token and not re.fullmatch(r"[!-~]+", self.chroma_token):
+            raise UsageError("RAG_CHROMA_TOKEN must be ASCII letters, digits and punctuation, without spaces")
 
     @classmethod
     def from_env(cls, environ=None, **overrides) -> "Settings":

@@ -1,4 +1,4 @@
-"""Open the Chroma store: an embedded PersistentClient, or a Chroma server by URL.
+"""Open the Chroma store: an embedded PersistentClient, or a Chroma server by URL (its path and token kept).
 
 Names the collection from a hash of the settings that shape it, so changing the
 embedding model or the chunking opens a new index and never a stale one, and checks
@@ -10,12 +10,14 @@ import functools
 import hashlib
 import json
 import logging
+import re
 from dataclasses import dataclass
-from urllib.parse import urlparse
+from urllib.parse import unquote
 
 from rag.corpus import PARSER_VERSION
 from rag.errors import StoreError, UsageError
 from rag.settings import Settings
+from rag.urls import CHROMA_URL, check_url, redact_url
 
 INDEX_FORMAT = 1
 COLLECTION_PREFIX = "rag-papers-"
@@ -91,14 +93,15 @@ def open_store(settings: Settings) -> Store:
     logging.getLogger("chromadb").setLevel(logging.ERROR)
     name = collection_name(settings)
     if settings.chroma_url:
-        host, port, ssl = parse_chroma_url(settings.chroma_url)
+        address, port, ssl, url_token = parse_chroma_url(settings.chroma_url)
+        token = settings.chroma_token or url_token
+        where = redact_url(settings.chroma_url)
         try:
-            client = _server_client(host, port, ssl)
+            client = _server_client(address, port, ssl, token)
             client.heartbeat()
         except Exception as err:
-            raise StoreError(f"cannot reach the Chroma server at {settings.chroma_url} ({_first_line(err)}): "
-                             "start it with `chroma run --path DIR --port PORT`, or drop --chroma-url") from err
-        return Store(client, settings.chroma_url, name)
+            raise _server_error(err, where, token) from err
+        return Store(client, where, name)
     path = settings.home / "chroma"
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -110,15 +113,18 @@ def open_store(settings: Settings) -> Store:
 
 
 @functools.cache
-def _server_client(host: str, port: int, ssl: bool):
-    """One HttpClient per server for the whole process, its connections closed at exit.
+def _server_client(address: str, port: int, ssl: bool, token: str | None):
+    """One HttpClient per server (and token) for the whole process, its connections closed at exit.
 
-    chromadb 1.5 shares one system per server among its clients and never closes the
-    underlying httpx session, so a client per call would leak sockets.
+    chromadb 1.5 never closes a client's httpx session, so a client per call would leak
+    sockets. Given a full URL as host, HttpClient keeps its path (a server behind a reverse
+    proxy). The token goes in both headers Chroma's token auth reads, whichever the server
+    is configured for.
     """
     import chromadb
 
-    client = chromadb.HttpClient(host=host, port=port, ssl=ssl,
+    headers = {"Authorization": f"Bearer {token}", "X-Chroma-Token": token} if token else None
+    client = chromadb.HttpClient(host=address, port=port, ssl=ssl, headers=headers,
                                  settings=chromadb.Settings(anonymized_telemetry=False))
     session = getattr(getattr(client, "_server", None), "_session", None)
     if session is not None:
@@ -126,16 +132,37 @@ def _server_client(host: str, port: int, ssl: bool):
     return client
 
 
-def parse_chroma_url(url: str) -> tuple[str, int, bool]:
-    """'http://127.0.0.1:8000' -> ('127.0.0.1', 8000, False)."""
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise UsageError(f"bad Chroma URL {url!r}: write it as http://HOST:PORT")
-    try:
-        port = parsed.port or (443 if parsed.scheme == "https" else 8000)
-    except ValueError:
-        raise UsageError(f"bad port in Chroma URL {url!r}: write it as http://HOST:PORT") from None
-    return parsed.hostname, port, parsed.scheme == "https"
+def parse_chroma_url(url: str) -> tuple[str, int, bool, str | None]:
+    """'http://:tok@127.0.0.1:8000/chroma' -> ('http://127.0.0.1:8000/chroma', 8000, False, 'tok').
+
+    The address keeps the URL's path and leaves out its user-info, whose token (the
+    password, else the user name) comes back apart; RAG_CHROMA_TOKEN, when set, wins over it.
+    The port defaults to 443 for https and to Chroma's 8000 for http."""
+    parts = check_url(url, *CHROMA_URL)
+    ssl = parts.scheme == "https"
+    port = parts.port or (443 if ssl else 8000)
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    secret = parts.password if parts.password is not None else parts.username
+    token = unquote(secret) if secret else None
+    if token and not re.fullmatch(r"[!-~]+", token):
+        raise UsageError("the token in the Chroma URL must be ASCII letters, digits and punctuation, without "
+                         "spaces")
+    return f"{parts.scheme}://{host}:{port}{parts.path.rstrip('/')}", port, ssl, token
+
+
+def _server_error(err: Exception, where: str, token: str | None) -> StoreError:
+    """What went wrong opening a Chroma server, in one line without credentials."""
+    from chromadb.errors import ChromaAuthError
+
+    detail = redact_url(_first_line(err))
+    if isinstance(err, ChromaAuthError) or re.search(r"\b(401|403|unauthori[sz]ed|forbidden)\b", detail, re.I):
+        if token:
+            return StoreError(f"the Chroma server at {where} refused rag's token ({detail}): check "
+                              "RAG_CHROMA_TOKEN, or the token in the URL")
+        return StoreError(f"the Chroma server at {where} refused rag ({detail}): it needs a token; set "
+                          "RAG_CHROMA_TOKEN to it")
+    return StoreError(f"cannot reach the Chroma server at {where} ({detail}): start it with "
+                      "`chroma run --path DIR --port PORT`, or drop --chroma-url")
 
 
 def _first_line(err: Exception) -> str:

@@ -13,6 +13,7 @@ import re
 
 from rag.disk_cache import DiskCache, content_key
 from rag.errors import RagError
+from rag.prompt_safety import defuse
 from rag.prompts import load_prompt, prompt_hashes
 
 SCRIPTS = (("Japanese", r"[\u3040-\u30ff]"), ("Korean", r"[\uac00-\ud7af]"),
@@ -66,7 +67,7 @@ class Translator:
         cached = self.cache.get(key)
         if cached is not None:
             return cached
-        prompt = load_prompt("translate_question").render(question=question)
+        prompt = load_prompt("translate_question").render(question=defuse(question))
         english = str(self._ask(prompt, QUESTION_SCHEMA).get("english") or "").strip()
         if not english or question_language(english):
             return question
@@ -84,7 +85,7 @@ class Translator:
         schema = {"type": "object", "additionalProperties": False, "required": ["sentences"],
                   "properties": {"sentences": {"type": "array", "items": {"type": "string"},
                                                "minItems": len(sentences), "maxItems": len(sentences)}}}
-        numbered = "\n".join(f"{n}. {s}" for n, s in enumerate(sentences, start=1))
+        numbered = "\n".join(f"{n}. {defuse(s)}" for n, s in enumerate(sentences, start=1))
         prompt = load_prompt("translate_answer").render(count=len(sentences), language=language,
                                                         sentences=numbered)
         translated = [str(s).strip() for s in self._ask(prompt, schema, MAX_TOKENS * 2).get("sentences") or []]

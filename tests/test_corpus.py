@@ -1,8 +1,11 @@
 """The corpus parser on the real files and on malformed snippets."""
 
+import os
+
 import pytest
 
 from conftest import DATA, HEADER, SMALL_PAPERS, write_corpus
+from file_access import as_ordinary_user
 from rag.corpus import (citation_label, clean_text, extract_urls, load_corpus, paper_id, parse_file,
                         surname)
 from rag.errors import CorpusError, UsageError
@@ -170,3 +173,77 @@ def test_folders_and_files_are_expanded_once(tmp_path, small_corpus):
 def test_bad_paths_are_usage_errors(tmp_path, make, problem):
     with pytest.raises(UsageError, match=problem):
         load_corpus([make(tmp_path)])
+
+
+def _corpus_folder(tmp_path):
+    """corpus/a.txt and corpus/sub/b.txt, one paper each."""
+    folder = tmp_path / "corpus"
+    (folder / "sub").mkdir(parents=True)
+    write_corpus(folder / "a.txt", SMALL_PAPERS[:1])
+    write_corpus(folder / "sub" / "b.txt", SMALL_PAPERS[1:2])
+    return folder
+
+
+def test_an_unreadable_subfolder_is_an_error_naming_it(tmp_path):
+    folder = _corpus_folder(tmp_path)
+    (folder / "sub").chmod(0)
+    try:
+        with as_ordinary_user(), pytest.raises(UsageError) as caught:
+            load_corpus([folder])
+    finally:
+        (folder / "sub").chmod(0o755)
+    message = str(caught.value)
+    assert message.startswith(f"{folder / 'sub'}: cannot read this folder (permission denied)")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_an_unreadable_file_is_an_error_naming_it(tmp_path, inside):
+    folder = _corpus_folder(tmp_path)
+    locked = folder / "sub" / "b.txt"
+    locked.chmod(0)
+    try:
+        with as_ordinary_user(), pytest.raises(UsageError) as caught:
+            load_corpus([folder] if inside else [locked])
+    finally:
+        locked.chmod(0o644)
+    assert str(caught.value).startswith(f"{locked}: cannot read this file (permission denied)")
+
+
+@pytest.mark.parametrize("make, kind", [
+    (lambda p: os.mkfifo(p), "a named pipe (FIFO)"),
+    (lambda p: p.symlink_to(p.parent / "gone.txt"), "a broken symbolic link"),
+    (lambda p: (p.symlink_to(p.parent / "loop-b.txt"), (p.parent / "loop-b.txt").symlink_to(p)),
+     "a symbolic link loop"),
+])
+def test_a_txt_entry_that_is_no_regular_file_is_skipped_with_a_warning(tmp_path, make, kind):
+    folder = _corpus_folder(tmp_path)
+    odd = folder / "sub" / "odd.txt"
+    make(odd)
+    corpus = load_corpus([folder])
+    assert len(corpus.papers) == 2
+    assert any(w.startswith(f"{odd}: {kind}") and w.endswith("skipped") for w in corpus.skipped), corpus.skipped
+
+
+def test_a_linked_folder_inside_is_not_followed_and_says_so(tmp_path):
+    folder = _corpus_folder(tmp_path)
+    (folder / "sub" / "back").symlink_to(folder)   # a loop: walking it would never end
+    corpus = load_corpus([folder])
+    assert len(corpus.papers) == 2 and len(corpus.files) == 2
+    assert corpus.skipped == (f"{folder / 'sub' / 'back'}: a symbolic link to a folder, not followed; "
+                              "name its target to include it",)
+
+
+@pytest.mark.parametrize("make, problem", [
+    (lambda p: os.mkfifo(p), "a named pipe (FIFO), not a corpus file"),
+    (lambda p: p.symlink_to(p.parent / "gone.txt"), "a broken symbolic link"),
+    (lambda p: (p.symlink_to(p.parent / "loop-b.txt"), (p.parent / "loop-b.txt").symlink_to(p)),
+     "a symbolic link loop"),
+])
+def test_a_path_named_directly_that_is_no_file_says_what_it_is(tmp_path, make, problem):
+    odd = tmp_path / "odd.txt"
+    make(odd)
+    with pytest.raises(UsageError) as caught:
+        load_corpus([odd])
+    assert str(caught.value).startswith(f"{odd}: {problem}")
+    assert "no such file" not in str(caught.value)

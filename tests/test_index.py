@@ -10,6 +10,8 @@ import time
 import pytest
 
 from conftest import DATA, SMALL_PAPERS, write_corpus
+from file_access import as_ordinary_user
+from rag.cli import main
 from rag.errors import CorpusError, StoreError
 from rag.index import _stored_papers, ingest
 from rag.settings import Settings
@@ -157,3 +159,39 @@ def test_sigkill_halfway_is_repaired_by_the_next_ingest(tmp_path, isolated_home)
     ids = collection.get()["ids"]
     assert len(ids) == len(set(ids)) == report.chunks
     assert all(s.found_chunks == s.n_chunks for s in _stored_papers(collection).values())
+
+
+def test_an_unreadable_subfolder_stops_the_ingest_before_anything_is_removed(tmp_path, capsys):
+    folder = tmp_path / "corpus"
+    (folder / "sub").mkdir(parents=True)
+    write_corpus(folder / "a.txt", SMALL_PAPERS[:1])
+    write_corpus(folder / "sub" / "b.txt", SMALL_PAPERS[1:])
+    settings = settings_for(folder)
+    assert ingest(settings, progress=False).papers == 3
+    locked_file = write_corpus(tmp_path / "locked.txt", SMALL_PAPERS[:1])
+    locked_file.chmod(0)
+    (folder / "sub").chmod(0)
+    try:
+        with as_ordinary_user():
+            codes = main(["ingest", "--quiet", str(folder)]), main(["ingest", "--quiet", str(locked_file)])
+    finally:
+        (folder / "sub").chmod(0o755)
+    assert {m["label"] for m in chunk_metadatas(settings)} == {"Lovelace and Babbage", "Hopper", "Colas et al."}
+    assert codes == (2, 2)
+    assert capsys.readouterr().err.splitlines() == [
+        f"rag: error: {folder / 'sub'}: cannot read this folder (permission denied): fix its permissions or "
+        "move it out of the corpus paths",
+        f"rag: error: {locked_file}: cannot read this file (permission denied): fix its permissions or "
+        "move it out of the corpus paths"]
+
+
+def test_a_fifo_in_a_corpus_folder_is_skipped_with_a_warning(tmp_path, capsys):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    write_corpus(folder / "a.txt", SMALL_PAPERS)
+    os.mkfifo(folder / "pipe.txt")
+    assert main(["ingest", "--quiet", str(folder)]) == 0
+    out, err = capsys.readouterr()
+    assert "Indexed 3 papers" in out
+    assert err.splitlines() == [f"rag: warning: {folder / 'pipe.txt'}: a named pipe (FIFO), not a corpus file; "
+                                "skipped"]

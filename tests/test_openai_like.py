@@ -8,12 +8,13 @@ import urllib.request
 
 import pytest
 
-from servers import free_port
+from servers import free_port, slow_chat_server
 
+from rag import doctor
 from rag.answer import Answerer
 from rag.cli import main
 from rag.errors import UsageError
-from rag.llm import local_model_file, open_model
+from rag.llm import BackendError, local_model_file, open_model
 from rag.retrieve import Retriever
 from rag.settings import Settings, available_cores
 
@@ -84,3 +85,25 @@ def test_openai_backend_needs_a_key(monkeypatch):
     with pytest.raises(UsageError, match="OPENAI_API_KEY"):
         open_model(Settings(backend="openai", model="gpt-4o-mini"))
 
+
+
+PASSWORD = "pw-5c1d93"   # a password in RAG_BASE_URL; never printed or saved
+
+
+def test_a_backend_error_never_shows_the_password_in_its_url():
+    settings = Settings(backend="openai-like", model="m", timeout_s=2, max_retries=0,
+                        base_url=f"http://user:{PASSWORD}@127.0.0.1:{free_port()}/v1")
+    with pytest.raises(BackendError) as failed:
+        "".join(open_model(settings).stream([{"role": "user", "content": "hi"}], None, 1))
+    message = str(failed.value)
+    assert "the openai-like backend at http://***@127.0.0.1:" in message and "cannot connect" in message
+    assert PASSWORD not in message
+
+
+def test_doctor_shows_the_backend_without_the_password_in_its_url():
+    with slow_chat_server("OK", interval_s=0.01) as server:
+        base_url = server.base_url.replace("http://", f"http://user:{PASSWORD}@")
+        check = doctor.check_backend(Settings(backend="openai-like", model="m", base_url=base_url), [])
+    shown = json.dumps(check.to_json())
+    assert check.ok and server.base_url.replace("http://", "http://***@") in check.detail
+    assert PASSWORD not in shown

@@ -11,6 +11,7 @@ from html import escape
 from rag.answer import CANNOT_ANSWER, Sentence
 from rag.conversation import ChatReply
 from rag.evidence import HighlightedAbstract, split_sentences
+from rag.prompt_safety import screen
 from rag.retrieve import Hit
 from ui.backend import StreamedAnswer
 
@@ -115,7 +116,22 @@ def _source_entry(turn: int, hit: Hit, n: int | None, highlighted: HighlightedAb
             f' <span class="rag-score">score {hit.score:.3f}</span></div>'
             f'<div class="rag-meta">{escape(", ".join(paper.authors))}{" et al." if paper.authors_truncated else ""}'
             f' · {escape(paper.category or "no category")} · {escape(paper.source)}</div>'
+            f'{_instructions_note(paper.text)}'
             f'<p class="rag-abstract">{_abstract_html(paper.text, highlighted)}</p></div>')
+
+
+def _instructions_note(text: str) -> str:
+    """A visible note on a paper whose abstract addresses the model (prompt_safety.screen); else ''."""
+    screened = screen(text)
+    if not screened.flagged:
+        return ""
+    if screened.left_out:
+        note = (f"This abstract reads as instructions to the model ({screened.removed} of "
+                f"{len(screened.sentences)} sentences), so none of it was given to the model.")
+    else:
+        note = (f"{screened.removed} sentence{'s' if screened.removed > 1 else ''} of this abstract "
+                "read as instructions to the model and were not given to it.")
+    return f'<div class="rag-instructions">⚠ {escape(note)}</div>'
 
 
 def _abstract_html(text: str, highlighted: HighlightedAbstract | None) -> str:
