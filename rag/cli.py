@@ -101,11 +101,23 @@ def build_parser() -> argparse.ArgumentParser:
     ui = sub.add_parser("ui", parents=[common, llm], help="serve the chat UI in the browser",
                         description="A chat page with streamed cited answers, a sources panel and follow-up "
                         "questions, on http://127.0.0.1:7860 by default. Ctrl+C (exit 130) or SIGTERM (exit 0) "
-                        "stops it within a few seconds; a second signal exits at once.")
+                        "stops it within a few seconds; a second signal exits at once. A login is set with "
+                        "RAG_UI_AUTH=USER:PASSWORD or --auth-file FILE: --auth puts the password where `ps` "
+                        "shows it to every user of the machine.")
     ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any "
-                    "other address needs --auth)")
+                    "other address needs a login: RAG_UI_AUTH or --auth-file)")
     ui.add_argument("--port", type=int, default=7860, help="port to listen on (default 7860)")
-    ui.add_argument("--auth", help="USER:PASSWORD required to open the page (env RAG_UI_AUTH)")
+    ui.add_argument("--auth-file", type=Path, metavar="FILE", help="a file whose first line is USER:PASSWORD "
+                    "(password of 8 characters or more), readable only by you (chmod 600); preferred, with env "
+                    "RAG_UI_AUTH, over --auth")
+    ui.add_argument("--auth", metavar="USER:PASSWORD", help="the login on the command line, where `ps` shows it "
+                    "to other users: prefer env RAG_UI_AUTH or --auth-file")
+    ui.add_argument("--ssl-certfile", type=Path, metavar="FILE", help="serve https with this certificate (PEM); "
+                    "needs --ssl-keyfile")
+    ui.add_argument("--ssl-keyfile", type=Path, metavar="FILE", help="the certificate's private key (PEM)")
+    ui.add_argument("--allowed-host", action="append", default=[], metavar="NAME", help="a host name clients use "
+                    "to reach the page, e.g. its DNS name (repeatable); requests for other names are refused, "
+                    "which stops DNS rebinding. Always allowed: localhost, loopback addresses and --host")
     ui.set_defaults(handler=run_ui)
 
     bench = sub.add_parser("bench", parents=[llm], help="measure ingest, search and answer speed here",
@@ -425,15 +437,25 @@ def _list_option(value: str | None) -> list[str]:
 
 
 def run_ui(args) -> int:
-    from ui.app import check_bind, serve
+    from ui.app import check_bind, check_tls, is_loopback, serve
 
-    check_bind(args.host, args.auth)  # refuse a non-loopback address without auth before loading anything
+    if args.auth is not None:
+        _say("rag ui: warning: --auth shows the password to every user of this machine (ps, /proc): "
+             "set RAG_UI_AUTH or use --auth-file FILE instead")
+    # refuse a bad login, TLS files or a non-loopback address without a login before loading anything
+    credentials = check_bind(args.host, args.auth, args.auth_file)
+    check_tls(args.ssl_keyfile, args.ssl_certfile)
+    if credentials is not None and not is_loopback(args.host) and args.ssl_certfile is None:
+        _say(f"rag ui: warning: without --ssl-certfile and --ssl-keyfile the password crosses the network "
+             f"to {args.host} unencrypted")
     settings = _llm_settings(args)
     if settings.backend == "local":   # an engine that cannot run is one line and exit 1, not a page that fails
         from rag.llm import check_local_engine
 
         check_local_engine(settings)
-    serve(settings, host=args.host, port=args.port, auth=args.auth, announce=lambda line: print(line, flush=True))
+    serve(settings, host=args.host, port=args.port, auth=args.auth, announce=lambda line: print(line, flush=True),
+          auth_file=args.auth_file, ssl_keyfile=args.ssl_keyfile, ssl_certfile=args.ssl_certfile,
+          allowed_hosts=args.allowed_host)
     return 0
 
 

@@ -1,7 +1,9 @@
 """The chat UI's library side and its `ask` API: condensing follow-ups, evidence, rendering, auth, queueing.
 
 The app runs in-process on a free loopback port with the scripted fake LLM and the real
-index of data/; gradio_client calls its named endpoint like any remote user would. The
+index of data/; gradio_client calls its named endpoint like any remote user would, and
+httpx sends the raw requests a hostile page or client could (forged Host and Origin
+headers, uploads, wrong passwords). The
 `rag ui` command itself runs as a subprocess against an unreachable or a slow fake
 OpenAI-compatible backend, to check that it serves and that SIGINT and SIGTERM stop it.
 """
@@ -9,13 +11,17 @@ OpenAI-compatible backend, to check that it serves and that SIGINT and SIGTERM s
 import contextlib
 import json
 import os
+import re
+import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -148,7 +154,7 @@ def test_non_loopback_host_without_auth_is_refused(host, capsys):
 
     assert main(["ui", "--host", host]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--auth USER:PASSWORD" in err and "RAG_UI_AUTH" in err
+    assert err.count("\n") == 1 and "--auth-file FILE" in err and "RAG_UI_AUTH=USER:PASSWORD" in err
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1"])
@@ -158,15 +164,77 @@ def test_loopback_needs_no_auth(host):
     assert check_bind(host, None) is None
 
 
-def test_auth_from_flag_or_environment(monkeypatch):
+def test_auth_from_flag_file_or_environment(monkeypatch, tmp_path):
     from ui.app import check_bind
 
     assert check_bind("0.0.0.0", "ada:s3cret:x") == ("ada", "s3cret:x")
-    monkeypatch.setenv("RAG_UI_AUTH", "grace:hopper")
-    assert check_bind("0.0.0.0", None) == ("grace", "hopper")
-    for bad in ("nocolon", ":pw", "user:"):
-        with pytest.raises(UsageError, match="USER:PASSWORD"):
-            check_bind("127.0.0.1", bad)
+    assert check_bind("0.0.0.0", "  ada :lovelace") == ("ada", "lovelace")   # gradio strips the user at login
+    monkeypatch.setenv("RAG_UI_AUTH", "grace:hopper-1906")
+    assert check_bind("0.0.0.0", None) == ("grace", "hopper-1906")
+    login = tmp_path / "login"
+    login.write_text("alan:enigma-1912\n")
+    login.chmod(0o600)
+    assert check_bind("0.0.0.0", None, login) == ("alan", "enigma-1912")   # the file before the environment
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("nocolon", "--auth takes USER:PASSWORD, with a colon between the user and the password"),
+    (":lovelace1", "--auth: the user name is empty or blank; write USER:PASSWORD"),
+    # accepted before, yet gradio strips the user at login, so no login could match it:
+    ("   :lovelace1", "--auth: the user name is empty or blank; write USER:PASSWORD"),
+    ("ada:", "--auth: the password has 0 characters; use at least 8"),
+    ("ada:short", "--auth: the password has 5 characters; use at least 8"),
+])
+def test_bad_logins_are_refused_saying_what_is_wrong(value, problem):
+    from ui.app import check_bind
+
+    with pytest.raises(UsageError) as refused:
+        check_bind("127.0.0.1", value)
+    assert str(refused.value) == problem
+
+
+@pytest.mark.parametrize("mode, content, problem", [
+    (0o644, "ada:lovelace1\n", "is open to other users (mode 644): run chmod 600"),
+    (0o660, "ada:lovelace1\n", "is open to other users (mode 660): run chmod 600"),
+    (0o600, "", "is empty: write one line USER:PASSWORD"),
+    (0o600, "ada:short\n", "the password has 5 characters; use at least 8"),
+    (0o000, "ada:lovelace1\n", "cannot read it (Permission denied)"),
+])
+def test_auth_file_must_be_private_and_hold_a_good_login(tmp_path, mode, content, problem):
+    from ui.app import check_bind
+
+    login = tmp_path / "login"
+    login.write_text(content)
+    login.chmod(mode)
+    if mode == 0o000 and os.access(login, os.R_OK):
+        pytest.skip("running as root: every file is readable")
+    with pytest.raises(UsageError, match=re.escape(problem)):
+        check_bind("127.0.0.1", None, login)
+    with pytest.raises(UsageError, match="give --auth or --auth-file, not both"):
+        check_bind("127.0.0.1", "ada:lovelace1", login)
+
+
+def test_rag_ui_auth_on_the_command_line_warns_that_ps_shows_it(capsys):
+    from rag.cli import main
+
+    assert main(["ui", "--auth", "ada:short"]) == 2
+    warning, error = capsys.readouterr().err.splitlines()
+    assert warning.startswith("rag ui: warning: --auth shows the password to every user of this machine (ps")
+    assert "RAG_UI_AUTH" in warning and "--auth-file" in warning
+    assert error == "rag: error: --auth: the password has 5 characters; use at least 8"
+    assert main(["ui", "--ssl-certfile", "cert.pem"]) == 2
+    assert capsys.readouterr().err.endswith("https needs both --ssl-keyfile and --ssl-certfile\n")
+
+
+def test_rag_ui_help_prefers_the_environment_or_a_file_for_the_login(capsys):
+    from rag.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["ui", "--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "RAG_UI_AUTH=USER:PASSWORD or --auth-file FILE: --auth puts the password where `ps` shows it" in text
+    assert "--ssl-certfile FILE" in text and "--ssl-keyfile FILE" in text and "--allowed-host NAME" in text
 
 
 def test_served_page_with_auth_refuses_anonymous_clients(real_settings, fake_model, monkeypatch):
@@ -183,6 +251,232 @@ def test_served_page_with_auth_refuses_anonymous_clients(real_settings, fake_mod
         fake_model.enqueue(reply(GFPO_SENTENCE))
         answer = Client(url, auth=("ada", "lovelace"), verbose=False).predict(EXAMPLE, api_name="/ask")
         assert answer["citations"][0]["label"] == "Shrivastava et al."
+    finally:
+        app.close()
+
+
+class FakeClock:
+    """time.monotonic for a LoginThrottle, moved on by hand."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_login_throttle_locks_an_address_out_doubling_and_recovers():
+    from ui.guard import FORGET_S, LoginThrottle
+
+    clock = FakeClock()
+    throttle = LoginThrottle(max_failures=3, lockout_s=10, max_lockout_s=25, clock=clock)
+    for _ in range(2):
+        throttle.attempt("10.0.0.1")
+    assert throttle.retry_after("10.0.0.1") == 0
+    throttle.attempt("10.0.0.1")
+    assert throttle.retry_after("10.0.0.1") == 10 and throttle.retry_after("10.0.0.2") == 0   # per address
+    clock.now += 10
+    assert throttle.retry_after("10.0.0.1") == 0   # the lockout ends
+    throttle.attempt("10.0.0.1")
+    assert throttle.retry_after("10.0.0.1") == 20   # each further failure doubles it...
+    clock.now += 20
+    throttle.attempt("10.0.0.1")
+    assert throttle.retry_after("10.0.0.1") == 25   # ...up to the cap
+    clock.now += 25
+    throttle.attempt("10.0.0.1")
+    throttle.succeeded("10.0.0.1")   # the right password: the count starts again
+    assert throttle.retry_after("10.0.0.1") == 0
+    throttle.attempt("10.0.0.1")
+    throttle.forgive("10.0.0.1")   # neither right nor wrong (a malformed form): not counted
+    throttle.attempt("10.0.0.2")
+    clock.now += FORGET_S + 1
+    assert throttle.retry_after("10.0.0.2") == 0 and throttle._failures == {}   # idle addresses are forgotten
+
+
+def login(url: str, user: str, password: str):
+    import httpx
+
+    return httpx.post(f"{url}login", data={"username": user, "password": password}, timeout=30)
+
+
+def test_failed_logins_are_throttled_then_recover(real_settings, fake_model, monkeypatch):
+    """Before: 30 wrong logins in 0.06 s were each answered 'Incorrect credentials', and the 31st could be right."""
+    from gradio_client import Client
+
+    from ui.app import build_app
+    from ui.guard import LOCKOUT_S, MAX_FAILED_LOGINS
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    app = build_app(real_settings)
+    clock = FakeClock()
+    app.throttle.clock = clock
+    url = app.launch(port=free_port(), auth="ada:lovelace")
+    try:
+        with ThreadPoolExecutor(10) as pool:   # 30 at once: none may slip past the count
+            codes = list(pool.map(lambda _: login(url, "ada", "wrong-guess").status_code, range(30)))
+        assert codes.count(400) == MAX_FAILED_LOGINS and codes.count(429) == 30 - MAX_FAILED_LOGINS
+        refused = login(url, "ada", "lovelace")   # the right password, within the lockout
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) == LOCKOUT_S
+        assert "too many failed logins from 127.0.0.1" in refused.json()["detail"]
+        with pytest.raises(Exception, match="login"):
+            Client(url, auth=("ada", "lovelace"), verbose=False)
+        clock.now += LOCKOUT_S
+        assert login(url, "ada", "lovelace").status_code == 200
+        assert login(url, "ada", "wrong-guess").status_code == 400   # the success cleared the count
+        fake_model.enqueue(reply(GFPO_SENTENCE))
+        answer = Client(url, auth=("ada", "lovelace"), verbose=False).predict(EXAMPLE, api_name="/ask")
+        assert answer["citations"][0]["label"] == "Shrivastava et al."
+    finally:
+        app.close()
+
+
+def self_signed_certificate(folder) -> tuple:
+    """(key file, certificate file) for localhost and 127.0.0.1, made here with `cryptography` or `openssl`."""
+    key, cert = folder / "key.pem", folder / "cert.pem"
+    try:
+        import datetime
+        import ipaddress
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+    except ImportError:
+        openssl = shutil.which("openssl")
+        if openssl is None:
+            pytest.skip("making a test certificate needs the cryptography package or the openssl command")
+        subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                        "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"], check=True, capture_output=True)
+        return key, cert
+    private = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    names = x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(private.public_key())
+                   .serial_number(x509.random_serial_number()).not_valid_before(now)
+                   .not_valid_after(now + datetime.timedelta(days=1)).add_extension(names, critical=False)
+                   .sign(private, hashes.SHA256()))
+    key.write_bytes(private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    return key, cert
+
+
+def test_tls_files_are_checked_before_serving(tmp_path):
+    from ui.app import check_tls
+
+    key, cert = self_signed_certificate(tmp_path)
+    check_tls(key, cert)
+    check_tls(None, None)
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate")
+    for keyfile, certfile, problem in [(key, None, "https needs both --ssl-keyfile and --ssl-certfile"),
+                                       (None, cert, "https needs both"),
+                                       (key, tmp_path / "missing.pem", "cannot read it (No such file"),
+                                       (garbage, cert, "are not a PEM certificate and its unencrypted private key"),
+                                       (key, garbage, "are not a PEM certificate")]:
+        with pytest.raises(UsageError, match=re.escape(problem)):
+            check_tls(keyfile, certfile)
+
+
+def test_https_with_a_certificate_and_key(real_settings, fake_model, monkeypatch, tmp_path):
+    import httpx
+    from gradio_client import Client
+
+    from ui.app import build_app
+
+    key, cert = self_signed_certificate(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    app = build_app(real_settings)
+    port = free_port()
+    url = app.launch(port=port, auth="ada:lovelace", ssl_keyfile=key, ssl_certfile=cert)
+    try:
+        assert url == f"https://127.0.0.1:{port}/"
+        trusted = ssl.create_default_context(cafile=str(cert))
+        assert httpx.get(url, verify=trusted, timeout=30).status_code == 200   # the login page, over TLS
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"http://127.0.0.1:{port}/", timeout=30)   # no plain-text HTTP on that port
+        fake_model.enqueue(reply(GFPO_SENTENCE))
+        client = Client(url, auth=("ada", "lovelace"), ssl_verify=False, verbose=False)
+        assert client.predict(EXAMPLE, api_name="/ask")["citations"][0]["label"] == "Shrivastava et al."
+    finally:
+        app.close()
+
+
+# --- what the server lets through: hosts, origins, files, uploads ------------------------------
+
+def test_requests_naming_another_host_are_refused(ui_url):
+    """DNS rebinding: a page on evil.example re-points its name at 127.0.0.1 and sends Host: evil.example."""
+    import httpx
+
+    port = urlsplit(ui_url).port
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", "LOCALHOST"):
+        assert httpx.get(ui_url, headers={"Host": host}, timeout=30).status_code == 200, host
+    for host in (f"evil.example:{port}", f"127.0.0.1.evil.example:{port}", "evil.example", "", "[nonsense"):
+        refused = httpx.get(f"{ui_url}gradio_api/info", headers={"Host": host}, timeout=30)
+        assert refused.status_code == 400 and "does not serve the host" in refused.json()["detail"], host
+
+
+def test_hosts_a_server_answers_to():
+    from ui.guard import HostPolicy
+
+    loopback = HostPolicy.for_bind("127.0.0.1")
+    assert [loopback.allows(h) for h in ("127.0.0.1", "localhost", "::1", "127.0.0.2", "10.0.0.5", "rag.lan")] == \
+        [True, True, True, True, False, False]
+    named = HostPolicy.for_bind("192.168.1.20", ["rag.lan"])
+    assert [named.allows(h) for h in ("192.168.1.20", "rag.lan", "localhost", "192.168.1.21", "evil.example")] == \
+        [True, True, True, False, False]
+    everywhere = HostPolicy.for_bind("0.0.0.0")   # any address can reach it; a DNS name still has to be named
+    assert [everywhere.allows(h) for h in ("192.168.1.21", "fe80::1", "evil.example", None)] == \
+        [True, True, False, False]
+
+
+def test_cross_origin_requests_are_refused(ui_url, fake_model):
+    """Before: a question posted from another site's page (a cross-site form or fetch) was answered."""
+    import httpx
+    from gradio_client import Client
+
+    question = {"data": [EXAMPLE, "", "", 0, []]}
+    for origin in ("http://evil.example", "null", f"http://localhost:{urlsplit(ui_url).port + 1}"):
+        refused = httpx.post(f"{ui_url}gradio_api/call/ask", json=question, headers={"Origin": origin}, timeout=30)
+        assert refused.status_code == 403 and "cross-origin request" in refused.json()["detail"], origin
+    assert httpx.get(f"{ui_url}config", headers={"Origin": "https://evil.example"}, timeout=30).status_code == 403
+    with pytest.raises(Exception):
+        Client(ui_url, headers={"Origin": "https://evil.example"}, verbose=False)
+    assert fake_model.history == []   # nothing reached the model
+    same_site = httpx.get(f"{ui_url}config", headers={"Origin": ui_url.rstrip("/")}, timeout=30)
+    assert same_site.status_code == 200   # the page's own requests carry its own origin
+
+
+def test_uploads_are_refused(ui_url):
+    """Before: /gradio_api/upload took a 20 MiB file (and any other) and served it back."""
+    import httpx
+
+    for size in (20 * 2**20, 1000, 0):
+        refused = httpx.post(f"{ui_url}gradio_api/upload", files={"files": ("a.bin", b"x" * size)}, timeout=60)
+        assert refused.status_code == 413 and refused.json() == {"detail": "rag ui takes no uploads"}, size
+
+
+def test_no_file_is_served_whatever_the_gradio_environment_says(real_settings, fake_model, monkeypatch, tmp_path):
+    """GRADIO_ALLOWED_PATHS would have gradio serve that folder to anyone; GRADIO_VIBE_MODE would let anyone
+    edit the app."""
+    import httpx
+
+    from ui.app import build_app
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the launch codes")
+    monkeypatch.setenv("GRADIO_ALLOWED_PATHS", str(tmp_path))
+    monkeypatch.setenv("GRADIO_VIBE_MODE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    app = build_app(real_settings)
+    url = app.launch(port=free_port())
+    try:
+        for path in (f"gradio_api/file={secret}", f"gradio_api/file/{secret}"):
+            refused = httpx.get(url + path, timeout=30)
+            assert refused.status_code == 404 and "launch codes" not in refused.text
+        assert httpx.get(f"{url}config", timeout=30).json()["vibe_mode"] is False
     finally:
         app.close()
 
@@ -224,6 +518,32 @@ def test_ask_endpoint_filters_and_reports_a_bad_filter(ui_url, fake_model):
     assert {s["category"] for s in final["sources"]} == {"Deep Learning · Theory"}
     with pytest.raises(AppError, match="unknown category 'Deep Lerning'.*did you mean"):
         client(ui_url).predict("grokking", "Deep Lerning", api_name="/ask")
+
+
+def test_ask_endpoint_caps_the_question_and_k(ui_url, fake_model):
+    from gradio_client.exceptions import AppError
+
+    user = client(ui_url)
+    with pytest.raises(AppError, match="the question is 2,001 characters long: ask it in at most 2,000"):
+        user.predict("x" * 2001, api_name="/ask")
+    for k in (51, -1):
+        with pytest.raises(AppError, match=rf"k \(papers to retrieve\) must be a whole number from 1 to 50, "
+                                           rf"or 0 for the default; got {k}"):
+            user.predict(EXAMPLE, "", "", k, api_name="/ask")
+    assert fake_model.history == []
+
+
+def test_chat_refuses_a_question_over_the_cap(real_settings):
+    from ui.app import MAX_QUESTION_CHARS, build_app, take_question
+
+    box, chat, asked = take_question("y" * (MAX_QUESTION_CHARS + 1), [], busy=False)
+    assert asked == "" and len(chat) == 1 and chat[0]["role"] == "assistant"   # not asked; the text stays in the box
+    assert "the question is 2,001 characters long" in chat[0]["content"] and 'class="rag-error"' in chat[0]["content"]
+    box, chat, asked = take_question(" <b>grokking</b>? ", [], busy=False)
+    assert (box, asked) == ("", "<b>grokking</b>?") and chat[0]["content"] == "&lt;b&gt;grokking&lt;/b&gt;?"
+    config = build_app(real_settings).blocks.get_config_file()
+    box = next(c for c in config["components"] if c["props"].get("elem_id") == "rag-question")
+    assert box["props"]["max_length"] == MAX_QUESTION_CHARS   # the browser stops typing there
 
 
 class OneAtATimeModel(ScriptedModel):

@@ -7,6 +7,7 @@ LLM; test_real_model_answers_in_the_browser uses the bundled local model (~20 s)
 import re
 import shutil
 import threading
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -137,6 +138,48 @@ def test_errors_are_chat_messages(page, serve, real_settings):
     expect(chat.locator(".rag-error").nth(1)).to_contain_text("the openai-like backend at http://127.0.0.1:")
     expect(page.locator("#rag-sources")).to_contain_text("Shrivastava et al.")   # what was retrieved is shown
     assert "Traceback" not in page.content()
+
+
+INJECTED = ("It costs 9000 GPUs ![seen](https://tracker.example/pixel.png), see [the details](https://phish.example/"
+            "login) or https://bare.example/x <img src=https://raw.example/i.png>.", [1])
+ASKED = "![q](https://question.example/q.png) [which](https://question.example/) use reinforcement learning?"
+LOCAL_HOSTS = ("127.0.0.1", "localhost")
+
+
+def test_model_text_cannot_add_images_or_links(page, serve, real_settings):
+    """A prompt-injected answer with Markdown or HTML images and links is shown as text: the browser fetches nothing
+    from outside (which would tell a third party that the page was opened) and links only to rag's citations."""
+    from playwright.sync_api import expect
+
+    outside = []
+
+    def local_only(route):
+        if urlsplit(route.request.url).hostname in LOCAL_HOSTS:
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", local_only)
+    model = ScriptedModel(reply(GFPO_SENTENCE, INJECTED), {"question": CONDENSED}, reply(GFPO_SENTENCE))
+    open_page(page, serve(real_settings, model))
+    chat = page.locator("#rag-chat")
+    ask(page, EXAMPLE)
+    expect(chat.locator(".rag-unsupported")).to_contain_text("![seen](https://tracker.example/pixel.png)",
+                                                             timeout=ANSWER_TIMEOUT_MS)   # shown as the text it is
+    expect(chat).to_contain_text("<img src=https://raw.example/i.png>")
+    expect(page.locator("#rag-sources #rag-src-1-1")).to_be_visible(timeout=ANSWER_TIMEOUT_MS)   # the answer is done
+    ask(page, ASKED)   # the user's own text is text too
+    expect(chat.locator('a[href="#rag-src-2-1"]')).to_have_text("[1]", timeout=ANSWER_TIMEOUT_MS)
+    expect(chat).to_contain_text(ASKED)
+    page.wait_for_timeout(500)   # time for any image the page made to be requested
+    images = page.eval_on_selector_all("img[src]", "nodes => nodes.map(n => n.src)")
+    links = page.eval_on_selector_all("a[href]", "nodes => nodes.map(n => n.href)")
+    assert outside == []
+    assert [src for src in images if urlsplit(src).scheme != "data" and urlsplit(src).hostname not in LOCAL_HOSTS] == []
+    chat_links = chat.locator("a[href]").evaluate_all("nodes => nodes.map(n => n.getAttribute('href'))")
+    assert chat_links and all(re.fullmatch(r"#rag-src-\d+-\d+", href) for href in chat_links), chat_links
+    assert not [href for href in links if "example" in (urlsplit(href).hostname or "")]
 
 
 class GatedModel(ScriptedModel):

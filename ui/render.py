@@ -1,9 +1,11 @@
 """HTML for the chat UI: answer messages with citation links, and the sources panel.
 
-Every text that comes from the model or the corpus is HTML-escaped here. A citation
-[n] of turn t links to `#rag-src-t-n`, the id of that paper's entry in the sources
-panel; the page's script (app.py) opens and highlights it on click. This module only
-formats records that the library produced.
+Every text that comes from the model, the corpus or the user is HTML-escaped here, and
+the chat shows these messages as HTML, not Markdown: model text can make no element (no
+image, link or script); the only links are rag's citations. A citation [n] of turn t
+links to `#rag-src-t-n`, the id of that paper's entry in the sources panel; the page's
+script (app.py) opens and highlights it on click. This module only formats records that
+the library produced.
 """
 
 from html import escape
@@ -78,6 +80,11 @@ def render_reply(turn: int, reply: ChatReply) -> str:
     else:
         lines.append(" ".join(render_sentence(turn, s) for s in answer.sentences))
     return "\n".join(lines)
+
+
+def render_question(text: str) -> str:
+    """The user's question as typed, as text (the chat shows messages as HTML)."""
+    return escape(text)
 
 
 def render_error(message: str) -> str:
