@@ -5,8 +5,11 @@ For the example question and the next search questions of rag.bench (warm: model
 a warm-up question asked first), prints median time to first token, total time and
 prompt tokens under: the defaults; smaller context budgets, by chunk and by sentence;
 llama.cpp's prefix cache defeated (the system prompt evaluated every time); n_ctx 2048;
-one thread; and a new `rag ask` process per question (the models loaded every time).
-Quality is not measured here: compare settings with `rag eval --diff`.
+one thread; prompt-lookup (n-gram) speculative decoding (llama-cpp-python's
+LlamaPromptLookupDecoding, which needs the logits of every position, `logits_all`), with the
+share of replies that stay the same as without it; and a new `rag ask` process per question
+(the models loaded every time). Quality is not measured here: compare settings with
+`rag eval --diff`.
 """
 
 import argparse
@@ -19,9 +22,9 @@ from pathlib import Path
 
 from rag.answer import Answerer
 from rag.bench import SEARCH_QUESTIONS, WARM_UP_QUESTION
-from rag.llm import LocalModel
+from rag.llm import GGUF_NAME, LocalModel, check_local_engine, top_k_grammar_llama
 from rag.retrieve import Retriever
-from rag.settings import Settings
+from rag.settings import Settings, available_cores
 
 LEVERS = {   # name -> settings overrides
     "defaults": {},
@@ -45,11 +48,29 @@ class ForgetfulModel:
         yield from self.local.stream(messages, schema, max_tokens)
 
 
-def in_process(settings: Settings, retriever: Retriever, questions: list[str], forget: bool = False) -> list[dict]:
-    model = ForgetfulModel(LocalModel(settings)) if forget else LocalModel(settings)
+class PromptLookupModel(LocalModel):
+    """The local model in a Llama of its own that drafts tokens by prompt lookup (n-gram matching)."""
+
+    def __init__(self, settings: Settings, num_pred_tokens: int):
+        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+        self.path, self.model = check_local_engine(settings), GGUF_NAME
+        threads = settings.threads or available_cores()
+        self._llama = top_k_grammar_llama()(
+            model_path=str(self.path), n_ctx=settings.n_ctx, n_threads=threads, n_threads_batch=threads,
+            verbose=False, logits_all=True, draft_model=LlamaPromptLookupDecoding(num_pred_tokens=num_pred_tokens))
+
+
+def in_process(settings: Settings, retriever: Retriever, questions: list[str], forget: bool = False,
+               model=None) -> list[dict]:
+    model = model or (ForgetfulModel(LocalModel(settings)) if forget else LocalModel(settings))
     answerer = Answerer(settings, retriever, model)
     answerer.ask(WARM_UP_QUESTION)
-    return [answerer.ask(q).timings for q in questions]
+    rows = []
+    for question in questions:
+        answer = answerer.ask(question)
+        rows.append(answer.timings | {"draft": answer.draft})
+    return rows
 
 
 def new_process(settings: Settings, questions: list[str]) -> list[dict]:
@@ -71,7 +92,8 @@ def summary(rows: list[dict]) -> dict:
     asked = [r for r in rows if r["first_token_s"] is not None]
     return {"first_token_s": statistics.median(r["first_token_s"] for r in asked),
             "total_s": statistics.median(r["total_s"] for r in rows),
-            "prompt_tokens": statistics.median(r["prompt_tokens"] for r in asked)}
+            "prompt_tokens": statistics.median(r["prompt_tokens"] for r in asked),
+            "drafts": [r.get("draft") for r in rows]}
 
 
 def main() -> None:
@@ -86,14 +108,21 @@ def main() -> None:
             results[name] = summary(in_process(base.with_overrides(**overrides), retriever, questions))
             print(f"{name}: {results[name]}", file=sys.stderr, flush=True)
         results["prefix cache emptied before each"] = summary(in_process(base, retriever, questions, forget=True))
+        for drafted in (10, 4):
+            lookup = PromptLookupModel(base, drafted)
+            results[f"prompt lookup, {drafted} tokens drafted"] = summary(
+                in_process(base, retriever, questions, model=lookup))
+            lookup._llama.close()
     results["new process per question"] = summary(new_process(base, questions))
     first = results["defaults"]
     print(f"{len(questions)} questions (the first is the example question), medians, {base.threads or 'all'} threads\n")
-    print("| lever | first token s | total s | prompt tokens | first token vs defaults |")
-    print("|---|---|---|---|---|")
+    print("| lever | first token s | total s | prompt tokens | first token vs defaults | replies as defaults |")
+    print("|---|---|---|---|---|---|")
     for name, row in results.items():
+        same = sum(a == b for a, b in zip(row["drafts"], first["drafts"]))
+        kept = f"{same}/{len(questions)}" if row["drafts"][0] is not None else "—"
         print(f"| {name} | {row['first_token_s']:.2f} | {row['total_s']:.2f} | {row['prompt_tokens']:.0f} "
-              f"| {row['first_token_s'] / first['first_token_s']:.2f} |")
+              f"| {row['first_token_s'] / first['first_token_s']:.2f} | {kept} |")
 
 
 if __name__ == "__main__":
