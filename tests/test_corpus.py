@@ -210,12 +210,15 @@ def test_an_unreadable_file_is_an_error_naming_it(tmp_path, inside):
     assert str(caught.value).startswith(f"{locked}: cannot read this file (permission denied)")
 
 
-@pytest.mark.parametrize("make, kind", [
+NOT_REGULAR_FILES = [   # (make a path into it, what the message calls it)
     (lambda p: os.mkfifo(p), "a named pipe (FIFO)"),
     (lambda p: p.symlink_to(p.parent / "gone.txt"), "a broken symbolic link"),
     (lambda p: (p.symlink_to(p.parent / "loop-b.txt"), (p.parent / "loop-b.txt").symlink_to(p)),
      "a symbolic link loop"),
-])
+]
+
+
+@pytest.mark.parametrize("make, kind", NOT_REGULAR_FILES)
 def test_a_txt_entry_that_is_no_regular_file_is_skipped_with_a_warning(tmp_path, make, kind):
     folder = _corpus_folder(tmp_path)
     odd = folder / "sub" / "odd.txt"
@@ -234,12 +237,7 @@ def test_a_linked_folder_inside_is_not_followed_and_says_so(tmp_path):
                               "name its target to include it",)
 
 
-@pytest.mark.parametrize("make, problem", [
-    (lambda p: os.mkfifo(p), "a named pipe (FIFO), not a corpus file"),
-    (lambda p: p.symlink_to(p.parent / "gone.txt"), "a broken symbolic link"),
-    (lambda p: (p.symlink_to(p.parent / "loop-b.txt"), (p.parent / "loop-b.txt").symlink_to(p)),
-     "a symbolic link loop"),
-])
+@pytest.mark.parametrize("make, problem", NOT_REGULAR_FILES)
 def test_a_path_named_directly_that_is_no_file_says_what_it_is(tmp_path, make, problem):
     odd = tmp_path / "odd.txt"
     make(odd)
