@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from rag.errors import UsageError
-from rag.urls import BASE_URL, CHROMA_URL, check_url
+from rag.urls import BASE_URL, CHROMA_URL, check_token, check_url
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DEFAULT_EMBED_MODEL = "all-MiniLM-L6-v2"
@@ -168,8 +168,8 @@ class Settings:
             check_url(self.chroma_url, *CHROMA_URL)
         if self.base_url:
             check_url(self.base_url, *BASE_URL)
-        if self.chroma_token and not re.fullmatch(r"[!-~]+", self.chroma_token):
-            raise UsageError("RAG_CHROMA_TOKEN must be ASCII letters, digits and punctuation, without spaces")
+        if self.chroma_token:
+            check_token(self.chroma_token, "RAG_CHROMA_TOKEN")
 
     @classmethod
     def from_env(cls, environ=None, **overrides) -> "Settings":

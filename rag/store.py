@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from rag.corpus import PARSER_VERSION
-from rag.errors import StoreError, UsageError
+from rag.errors import StoreError
 from rag.settings import Settings
-from rag.urls import CHROMA_URL, check_url, redact_url
+from rag.urls import CHROMA_URL, check_token, check_url, redact_url
 
 INDEX_FORMAT = 1
 COLLECTION_PREFIX = "rag-papers-"
@@ -144,9 +144,8 @@ def parse_chroma_url(url: str) -> tuple[str, int, bool, str | None]:
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     secret = parts.password if parts.password is not None else parts.username
     token = unquote(secret) if secret else None
-    if token and not re.fullmatch(r"[!-~]+", token):
-        raise UsageError("the token in the Chroma URL must be ASCII letters, digits and punctuation, without "
-                         "spaces")
+    if token:
+        check_token(token, "the token in the Chroma URL")
     return f"{parts.scheme}://{host}:{port}{parts.path.rstrip('/')}", port, ssl, token
 
 

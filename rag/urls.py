@@ -25,6 +25,12 @@ def redact_url(text: str) -> str:
     return _USERINFO.sub(rf"\g<1>{REDACTED}@", text)
 
 
+def check_token(token: str, where: str) -> None:
+    """A token goes into HTTP headers: printable ASCII without spaces, else a UsageError naming `where`."""
+    if not re.fullmatch(r"[!-~]+", token):
+        raise UsageError(f"{where} must be ASCII letters, digits and punctuation, without spaces")
+
+
 def check_url(url: str, what: str, example: str) -> SplitResult:
     """The parts of an http(s) URL; a UsageError naming `what` and showing `example` when it is malformed."""
     def bad(problem: str) -> UsageError:
