@@ -1,6 +1,6 @@
 """Parse abstract files into Paper records.
 
-The format (see DESIGN.md): paragraphs separated by blank lines; a header paragraph
+The format (README, "Corpus format"): paragraphs separated by blank lines; a header paragraph
 `论文检索`; then per paper an optional category line `Area · Subarea`, an authors line
 (comma-separated, a trailing `等` means the list was cut) and one abstract paragraph.
 A paper without a category line has no category: it never inherits the one above it.
