@@ -44,6 +44,7 @@ def llama_server():
     proc.wait(timeout=30)
 
 
+@pytest.mark.real_model
 def test_openai_like_backend_streams_a_cited_answer(real_settings, llama_server):
     settings = real_settings.with_overrides(backend="openai-like", base_url=llama_server, model="bundled-qwen",
                                             timeout_s=300.0)
