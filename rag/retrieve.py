@@ -17,6 +17,7 @@ This module does not generate answers.
 """
 
 import difflib
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -96,6 +97,17 @@ def check_question(question: str) -> str:
     return question.strip()
 
 
+def _open_or_create_store(settings: Settings):
+    """The store; a brand-new embedded one is created under the ingest lock (rag.ingest_lock), so a
+    search started beside the first ingest waits for it instead of creating the store at the same time."""
+    if settings.chroma_url or (settings.home / "chroma").exists():
+        return open_store(settings)
+    from rag.ingest_lock import ingest_lock
+
+    with ingest_lock(settings, notify=lambda message: print(message, file=sys.stderr, flush=True)):
+        return open_store(settings)
+
+
 class Retriever:
     """Searches one index; opens it (ingesting the corpus if it is empty) when created."""
 
@@ -107,7 +119,7 @@ class Retriever:
             notify(f"Skipped {self.translator.cache.skipped} unreadable line(s) of {self.translator.cache.path} "
                    "(cut by an interrupted write); those translations are made again.")
         started = time.perf_counter()
-        self.store = open_store(settings)
+        self.store = _open_or_create_store(settings)
         self.collection = self.store.collection(create=False)
         if self.collection is None or self.collection.count() == 0:
             notify(f"The index is empty: ingesting {settings.corpus} first (once).")

@@ -103,6 +103,23 @@ def test_a_search_that_fills_an_empty_index_waits_for_a_running_ingest(small_cor
         assert len(retriever.papers) == 3
 
 
+def test_a_search_on_a_new_home_does_not_create_the_store_while_an_ingest_holds_it(small_corpus, capsys):
+    settings = Settings.from_env(corpus=small_corpus, paper_model="none", translate="off")
+    opened, stderr = [], ""
+    with ingest_lock(settings):
+        search = threading.Thread(target=lambda: opened.append(Retriever(settings)))
+        search.start()
+        deadline = time.monotonic() + 60
+        while "Another ingest of this index is running" not in stderr:
+            assert search.is_alive() and time.monotonic() < deadline, stderr
+            time.sleep(0.1)
+            stderr += capsys.readouterr().err
+        assert not (settings.home / "chroma").exists()   # the ingest creates it, not the search beside it
+    search.join(timeout=120)
+    with opened[0] as retriever:
+        assert len(retriever.papers) == 3
+
+
 def test_a_killed_holder_leaves_no_lock(tmp_path):
     path = tmp_path / "locks" / "index.lock"
     holder = subprocess.Popen(
