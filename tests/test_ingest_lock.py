@@ -85,8 +85,9 @@ def test_an_ingest_that_waits_too_long_gives_up_in_one_line(indexed, monkeypatch
     assert stored_count(settings) == 3   # the extra-only ingest would have removed the 3 papers
 
 
-def test_a_search_that_fills_an_empty_index_waits_for_a_running_ingest(small_corpus, capsys):
-    settings = Settings.from_env(corpus=small_corpus, paper_model="none", translate="off")
+def search_beside_a_held_lock(settings, capsys, while_waiting) -> Retriever:
+    """A Retriever opened in a thread while this test holds the ingest lock: once it says it waits,
+    `while_waiting()` runs, still under the lock; returns the Retriever once the lock is let go."""
     opened, stderr = [], ""
     with ingest_lock(settings):
         search = threading.Thread(target=lambda: opened.append(Retriever(settings)))
@@ -96,27 +97,32 @@ def test_a_search_that_fills_an_empty_index_waits_for_a_running_ingest(small_cor
             assert search.is_alive() and time.monotonic() < deadline, stderr
             time.sleep(0.1)
             stderr += capsys.readouterr().err
-        assert search.is_alive() and stored_count(settings) == 0
+        assert search.is_alive()
+        while_waiting()
     search.join(timeout=120)
     assert not search.is_alive()
-    with opened[0] as retriever:
+    return opened[0]
+
+
+def test_a_search_that_fills_an_empty_index_waits_for_a_running_ingest(small_corpus, capsys):
+    settings = Settings.from_env(corpus=small_corpus, paper_model="none", translate="off")
+    with open_store(settings) as store:
+        store.collection(create=True)   # the store and its index exist, empty: the search waits in ingest()
+
+    def nothing_stored():
+        assert stored_count(settings) == 0
+
+    with search_beside_a_held_lock(settings, capsys, nothing_stored) as retriever:
         assert len(retriever.papers) == 3
 
 
 def test_a_search_on_a_new_home_does_not_create_the_store_while_an_ingest_holds_it(small_corpus, capsys):
     settings = Settings.from_env(corpus=small_corpus, paper_model="none", translate="off")
-    opened, stderr = [], ""
-    with ingest_lock(settings):
-        search = threading.Thread(target=lambda: opened.append(Retriever(settings)))
-        search.start()
-        deadline = time.monotonic() + 60
-        while "Another ingest of this index is running" not in stderr:
-            assert search.is_alive() and time.monotonic() < deadline, stderr
-            time.sleep(0.1)
-            stderr += capsys.readouterr().err
-        assert not (settings.home / "chroma").exists()   # the ingest creates it, not the search beside it
-    search.join(timeout=120)
-    with opened[0] as retriever:
+
+    def no_store_yet():   # the ingest creates it, not the search beside it
+        assert not (settings.home / "chroma").exists()
+
+    with search_beside_a_held_lock(settings, capsys, no_store_yet) as retriever:
         assert len(retriever.papers) == 3
 
 
