@@ -29,7 +29,7 @@ from rag.embedding import load_embed_model
 from rag.paper_model import embed_papers, paper_model_enabled
 from rag.prompt_safety import instruction_warnings
 from rag.settings import Settings
-from rag.store import Store, open_store
+from rag.store import Store, embedded_path, open_store
 
 # Papers written per Chroma call: about 1/40 of an ingest, 8 to 256. Each embedded upsert
 # costs ~33 ms besides its chunks (measured at 10k papers: batches of 8 took 80 s, of 256
@@ -82,7 +82,7 @@ def ingest(settings: Settings, paths=None, progress: bool = True, rebuild: bool 
     started = time.perf_counter()
     corpus = load_corpus(paths or [settings.corpus])
     if notify is None:
-        notify = _to_stderr if progress else (lambda message: None)
+        notify = to_stderr if progress else (lambda message: None)
     with ingest_lock(settings, notify), \
             EmbeddingCache(cache_path(settings.cache_dir, settings.embed_model)) as cache, \
             open_store(settings) as store:
@@ -100,7 +100,8 @@ def ingest(settings: Settings, paths=None, progress: bool = True, rebuild: bool 
                             seconds=time.perf_counter() - started, **counts)
 
 
-def _to_stderr(message: str) -> None:
+def to_stderr(message: str) -> None:
+    """Progress and notices of a library call go to stderr, never stdout (which carries results)."""
     print(message, file=sys.stderr, flush=True)
 
 
@@ -288,7 +289,7 @@ def describe_index(settings: Settings) -> IndexInfo:
         meta = (collection.metadata or {}) if collection is not None else {}
         papers = stored_papers(collection) if collection is not None else []
         chunks = collection.count() if collection is not None else 0
-    size = None if settings.chroma_url else _folder_size(settings.home / "chroma")
+    size = None if settings.chroma_url else _folder_size(embedded_path(settings))
     return IndexInfo(index=store.name, location=store.location, shape=index_shape(settings), papers=papers,
                      chunks=chunks, sources=json.loads(meta.get("sources", "[]")),
                      ingested_at=meta.get("ingested_at"), size_bytes=size)

@@ -17,19 +17,18 @@ This module does not generate answers.
 """
 
 import difflib
-import sys
 import time
 from dataclasses import dataclass, field
 
 from rag.corpus import CATEGORY_SEPARATOR, Paper, name_tokens
 from rag.errors import UsageError
 from rag.embedding import load_embed_model
-from rag.index import ingest, paper_id_of_chunk, stored_papers
+from rag.index import ingest, paper_id_of_chunk, stored_papers, to_stderr
 from rag.keyword import KeywordIndex
 from rag.mentions import MentionIndex
 from rag.paper_model import PaperScores, PaperVectors, paper_model_enabled
 from rag.settings import Settings
-from rag.store import open_store
+from rag.store import embedded_path, open_store
 from rag.translate import Translator, question_language, safe_to_english
 
 CANDIDATES = 30   # papers taken from each part into the pool that is ranked, whatever k is
@@ -100,11 +99,11 @@ def check_question(question: str) -> str:
 def _open_or_create_store(settings: Settings):
     """The store; a brand-new embedded one is created under the ingest lock (rag.ingest_lock), so a
     search started beside the first ingest waits for it instead of creating the store at the same time."""
-    if settings.chroma_url or (settings.home / "chroma").exists():
+    if settings.chroma_url or embedded_path(settings).exists():
         return open_store(settings)
     from rag.ingest_lock import ingest_lock
 
-    with ingest_lock(settings, notify=lambda message: print(message, file=sys.stderr, flush=True)):
+    with ingest_lock(settings, notify=to_stderr):
         return open_store(settings)
 
 

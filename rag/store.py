@@ -12,6 +12,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import unquote
 
 from rag.corpus import PARSER_VERSION
@@ -86,6 +87,11 @@ class Store:
         self.close()
 
 
+def embedded_path(settings: Settings) -> Path:
+    """The folder of the embedded store (settings.home/chroma)."""
+    return settings.home / "chroma"
+
+
 def open_store(settings: Settings) -> Store:
     """Connect to the server in settings.chroma_url, or open the embedded store under settings.home."""
     import chromadb
@@ -102,7 +108,7 @@ def open_store(settings: Settings) -> Store:
         except Exception as err:
             raise _server_error(err, where, token) from err
         return Store(client, where, name)
-    path = settings.home / "chroma"
+    path = embedded_path(settings)
     try:
         path.mkdir(parents=True, exist_ok=True)
         client = chromadb.PersistentClient(path=str(path), settings=chromadb.Settings(anonymized_telemetry=False))
