@@ -6,8 +6,14 @@ worded unlike the abstract) judges the paper as a whole. One vector per paper, k
 embedding cache by the paper's text, so it is embedded once per model, whatever store or
 index holds the paper; ingest fills it, and a search over papers it lacks embeds them
 first. This module embeds and scores; retrieve.py fuses the score with the others.
+
+A paper's score is (1 - d) * cos(question) + d * min over content words w of
+cos(question without w), d = word_drop_weight: a paper that matches one striking word of
+the question ("chatbot") but not the rest loses its score when that word is left out,
+while the paper that matches the question's meaning keeps it.
 """
 
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -16,9 +22,11 @@ import numpy as np
 from rag.corpus import Paper
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import load_embed_model
+from rag.grounding import STOPWORDS, WORD
 from rag.settings import Settings
 
 BATCH = 16   # abstracts per model call (and per progress step)
+MAX_DROPPED_WORDS = 32   # a longer question leaves out only its first 32 distinct content words, one at a time
 
 
 def paper_model_enabled(settings: Settings) -> bool:
@@ -32,7 +40,7 @@ def load_paper_model(settings: Settings):
 
 @dataclass(frozen=True)
 class PaperScores:
-    """The paper model's cosine of one question and each paper; a paper outside the filters has none."""
+    """The paper model's score of each paper for one question; a paper outside the filters has none."""
 
     ids: tuple[str, ...] = ()
     rows: dict[str, int] = field(default_factory=dict)   # paper_id -> its row of `values`
@@ -43,7 +51,7 @@ class PaperScores:
         return None if row is None or self.values[row] == -np.inf else float(self.values[row])
 
     def top(self, n: int) -> list[str]:
-        """The ids of the n papers with the highest cosine, best first."""
+        """The ids of the n papers with the highest score, best first."""
         n = min(n, int(np.isfinite(self.values).sum()))
         if n <= 0:
             return []
@@ -68,18 +76,43 @@ class PaperVectors:
         self.matrix = np.asarray(vectors, dtype=np.float32).reshape(len(papers), -1)
 
     def query_vector(self, text: str) -> np.ndarray:
-        return np.asarray(load_paper_model(self.settings).get_query_embedding(text), dtype=np.float32)
+        """The question's vector, then (word_drop_weight > 0) one row per question with a word left out."""
+        model = load_paper_model(self.settings)
+        rows = [model.get_query_embedding(text)]
+        variants = word_drop_variants(text) if self.settings.word_drop_weight > 0 else []
+        if variants:
+            rows += model.get_text_embedding_batch(variants)
+        return np.asarray(rows, dtype=np.float32)
 
     def scores(self, query: np.ndarray, allowed: set[str] | None = None) -> PaperScores:
-        """The cosine of the question and every held paper that passes the filters (`allowed` ids)."""
+        """The score of every held paper that passes the filters (`allowed` ids) for the question.
+
+        `query` holds the question's vector, then those of its word-drop variants, if any."""
         if not self.ids:
             return PaperScores()
-        values = self.matrix @ query
+        cosines = self.matrix @ np.atleast_2d(query).T
+        values = cosines[:, 0]
+        if cosines.shape[1] > 1:
+            drop = self.settings.word_drop_weight
+            values = (1 - drop) * values + drop * cosines[:, 1:].min(axis=1)
         if allowed is not None:
             kept = [self.rows[pid] for pid in allowed if pid in self.rows]
             values, all_values = np.full(len(self.ids), -np.inf, dtype=np.float32), values
             values[kept] = all_values[kept]
         return PaperScores(self.ids, self.rows, values)
+
+
+def word_drop_variants(question: str) -> list[str]:
+    """The question with each of its distinct content words (3+ letters, not a stopword) left out in turn;
+    none for a question of fewer than two, which would have nothing left."""
+    words = list(dict.fromkeys(w.lower() for w in WORD.findall(question) if w.lower() not in STOPWORDS))
+    if len(words) < 2:
+        return []
+    variants = []
+    for word in words[:MAX_DROPPED_WORDS]:
+        left_out = re.sub(rf"(?<![A-Za-z0-9-]){re.escape(word)}(?![A-Za-z0-9-])", "", question, flags=re.IGNORECASE)
+        variants.append(" ".join(left_out.split()))
+    return variants
 
 
 def embed_papers(settings: Settings, papers: list[Paper], progress: bool = False,

@@ -1,7 +1,8 @@
 """Question -> ranked papers: dense search over chunks and whole abstracts, with filters.
 
 A paper's dense score mixes the cosine similarity of its best-matching chunk (chunk model)
-with that of its whole abstract (paper model, paper_model.py): (chunk + w * paper) / (1 + w),
+with the paper model's score of its whole abstract (paper_model.py: a cosine that must
+hold with any one word of the question left out): (chunk + w * paper) / (1 + w),
 w = paper_model_weight; with RAG_PAPER_MODEL=none it is the chunk's cosine alone. Its keyword
 score is its BM25 score over the question's ceiling (keyword.py: what a paper matching
 every question word as well as the best paper for that word would score), so a weak match
@@ -57,7 +58,7 @@ class Hit:
     dense_score: float = 0.0   # cosine of the question and the best chunk
     keyword_score: float = 0.0
     named: bool = False        # the question names one of its authors or its category
-    paper_score: float | None = None   # cosine of the question and the whole abstract (paper model)
+    paper_score: float | None = None   # the paper model's score of the whole abstract (paper_model.py)
 
     def to_json(self) -> dict:
         p = self.paper
@@ -193,7 +194,7 @@ class Retriever:
                 for rank, pid in enumerate(ranked, start=1)]
 
     def _paper_scores(self, paper_query, allowed: set[str] | None) -> PaperScores:
-        """The paper model's cosine of every paper that passes the filters; none when it is off."""
+        """The paper model's score of every paper that passes the filters; none when it is off."""
         return PaperScores() if paper_query is None else self.paper_vectors.scores(paper_query, allowed)
 
     def _scored_pool(self, question: str, query: list[float], paper: PaperScores, size: int,
@@ -212,7 +213,7 @@ class Retriever:
         return self._fuse(method, self._mixed(dense, paper), keyword, mentioned), dense, keyword, mentioned
 
     def _mixed(self, dense: dict[str, tuple[float, str]], paper: PaperScores) -> dict[str, float]:
-        """paper_id -> dense score: the best chunk's cosine, mixed with the whole abstract's when known."""
+        """paper_id -> dense score: the best chunk's cosine, mixed with the paper model's score of the whole abstract when known."""
         weight = self.settings.paper_model_weight
         mixed = {}
         for pid, (chunk, _) in dense.items():

@@ -17,6 +17,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 DEFAULT_EMBED_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_PAPER_MODEL = "all-mpnet-base-v2"
 DEFAULT_PAPER_MODEL_WEIGHT = 2.0   # chosen on the tune parts of both eval sets (eval/README.md)
+DEFAULT_WORD_DROP_WEIGHT = 0.7     # the same
 DEFAULT_CHUNK_SIZE = 192
 DEFAULT_CHUNK_OVERLAP = 32
 DEFAULT_TOP_K = 5
@@ -93,6 +94,11 @@ class Settings:
     paper_model_weight: float = _setting(DEFAULT_PAPER_MODEL_WEIGHT, "Weight of the paper model's cosine "
                                          "against the best chunk's in a paper's dense score: "
                                          "(chunk + w * paper) / (1 + w).", "RAG_PAPER_MODEL_WEIGHT")
+    word_drop_weight: float = _setting(DEFAULT_WORD_DROP_WEIGHT, "Share of the paper model's score that comes "
+                                       "from the question with one content word left out, the worst of those "
+                                       "(each word in turn), so a paper that matches one word of the question "
+                                       "rather than its meaning ranks lower; 0 to 1, 0 = off (a search ~0.3 s "
+                                       "faster on 2 cores).", "RAG_WORD_DROP_WEIGHT")
     chunk_size: int = _setting(DEFAULT_CHUNK_SIZE, "Chunk size in tiktoken (cl100k) tokens.", "RAG_CHUNK_SIZE")
     chunk_overlap: int = _setting(DEFAULT_CHUNK_OVERLAP, "Overlap between chunks in tokens.", "RAG_CHUNK_OVERLAP")
     top_k: int = _setting(DEFAULT_TOP_K, "How many papers a search returns.", "RAG_TOP_K")
@@ -160,6 +166,8 @@ class Settings:
                      "paper_model_weight"):
             if getattr(self, name) < 0:
                 raise UsageError(f"{name.replace('_', ' ')} must be 0 or more, got {getattr(self, name)}")
+        if not 0 <= self.word_drop_weight <= 1:
+            raise UsageError(f"word drop weight must be between 0 and 1, got {self.word_drop_weight}")
         if self.namespace and not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", self.namespace):
             raise UsageError(f"namespace {self.namespace!r} must be 1-64 letters, digits, '.', '_' or '-'")
         if self.top_k < 1:

@@ -56,7 +56,7 @@ def test_the_paper_score_is_mixed_into_the_dense_score(small_corpus, tmp_path, f
         alone = chunks_only.search(question, k=3)
     assert alone.hits[0].paper.authors[0] == "Ada Lovelace" and alone.hits[0].paper_score is None
     settings = settings_with(small_corpus, tmp_path, paper_model=FAKE_MODEL, paper_model_weight=2.0,
-                             retrieval="dense")
+                             word_drop_weight=0, retrieval="dense")
     with Retriever(settings) as mixed:
         hits = mixed.search(question, k=3).hits
     assert hits[0].paper.authors[0] == "Grace Hopper", "the paper model outweighs the chunk model 2:1"
@@ -165,6 +165,65 @@ def test_paper_scores_rank_only_the_papers_that_pass_the_filters():
     filtered = vectors.scores(query, allowed={"a", "c", "not-held"})
     assert filtered.top(5) == ["c", "a"] and filtered.get("b") is None
     assert rag.paper_model.PaperScores().top(3) == [] and rag.paper_model.PaperScores().get("a") is None
+
+
+class WeightedWordsModel:
+    """Unit bag-of-words vectors over a tiny vocabulary in which "chatbot" weighs twice the other words."""
+
+    VOCABULARY = {"chatbot": 2.0, "grader": 1.0, "answers": 1.0}
+
+    def _vector(self, text: str) -> list[float]:
+        words = [w.strip("?,.") for w in text.lower().split()]
+        vector = np.array([weight * words.count(word) for word, weight in self.VOCABULARY.items()])
+        return list(vector / np.linalg.norm(vector))
+
+    def get_query_embedding(self, text):
+        return self._vector(text)
+
+    def get_text_embedding_batch(self, texts):
+        return [self._vector(t) for t in texts]
+
+
+def paper_vectors_of(monkeypatch, abstracts: dict[str, str], word_drop_weight: float):
+    model = WeightedWordsModel()
+    monkeypatch.setattr(rag.paper_model, "load_embed_model", lambda name, batch_size, cache_dir: model)
+    vectors = rag.paper_model.PaperVectors(Settings(paper_model=FAKE_MODEL, word_drop_weight=word_drop_weight))
+    vectors.ids = tuple(abstracts)
+    vectors.rows = {pid: row for row, pid in enumerate(vectors.ids)}
+    vectors.matrix = np.array([model._vector(text) for text in abstracts.values()], dtype=np.float32)
+    return vectors
+
+
+def test_a_paper_that_matches_one_striking_word_ranks_below_the_one_that_matches_the_question(monkeypatch):
+    abstracts = {"chatbot users": "A survey of chatbot users.", "grading": "A small model as grader of answers."}
+    question = "Can a small chatbot be the grader of answers?"
+    plain = paper_vectors_of(monkeypatch, abstracts, word_drop_weight=0)
+    assert plain.query_vector(question).shape[0] == 1
+    assert plain.scores(plain.query_vector(question)).top(2) == ["chatbot users", "grading"]
+    robust = paper_vectors_of(monkeypatch, abstracts, word_drop_weight=0.7)
+    query = robust.query_vector(question)
+    assert query.shape[0] == 1 + 4, "the question, then one row per content word left out (chatbot, grader, answers, small)"
+    scores = robust.scores(query)
+    assert scores.top(2) == ["grading", "chatbot users"]
+    assert scores.get("chatbot users") == pytest.approx(0.3 * WeightedWordsModel()._vector(question)[0], abs=1e-6), \
+        "without 'chatbot' the question shares nothing with that abstract"
+
+
+def test_word_drop_variants_leave_out_each_distinct_content_word_everywhere_it_occurs():
+    variants = rag.paper_model.word_drop_variants("Could a chatbot's grader beat a huge Chatbot? Any chatbot.")
+    assert variants == ["Could a 's grader beat a huge ? Any .", "Could a chatbot's beat a huge Chatbot? Any chatbot.",
+                        "Could a chatbot's grader a huge Chatbot? Any chatbot.",
+                        "Could a chatbot's grader beat a Chatbot? Any chatbot."]
+    assert rag.paper_model.word_drop_variants("How is it done?") == [], "no content word, no variant"
+    assert rag.paper_model.word_drop_variants("compilers?") == [], "one content word: nothing would be left"
+    many = " ".join(f"word{n:02d}x" for n in range(40))
+    assert len(rag.paper_model.word_drop_variants(many)) == rag.paper_model.MAX_DROPPED_WORDS
+
+
+@pytest.mark.parametrize("weight", [-0.1, 1.5])
+def test_a_word_drop_weight_outside_0_to_1_is_a_usage_error(weight):
+    with pytest.raises(UsageError, match="word drop weight must be between 0 and 1"):
+        Settings(word_drop_weight=weight)
 
 
 def test_a_negative_paper_model_weight_is_a_usage_error():
