@@ -245,10 +245,11 @@ def test_ctrl_c_stops_a_waiting_ingest_at_once(indexed):
         try:
             read_until(proc, proc.stderr, b"waiting for it to finish")
             proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=10)
+            _, err = proc.communicate(timeout=30)   # seconds, not the 15 min wait; slack for a loaded machine
         finally:
             proc.kill()
             proc.wait()
+            proc.stderr.close()   # or a timeout leaves the pipe to be reported unclosed in a later test
     assert proc.returncode == 130 and err.decode().splitlines()[-1] == "rag: interrupted"
     assert "Traceback" not in err.decode()
     assert stored_count(settings) == 3
