@@ -284,13 +284,12 @@ class Answerer:
         return record
 
     def build_sources(self, hits: list[Hit], query_embedding) -> list[Source]:
-        """The passages of the retrieved papers most similar to the question, within the token budget,
+        """The retrieved papers' passages within the token budget, in the order of `passage_order`,
         numbered by rank; a paper none of whose passages fit is left out. Sentences that address the model
         (prompt_safety.screen) are never passages, and a paper made mostly of them gives none."""
         passages = self._sentences_of(hits) if self.settings.context_unit == "sentence" else self._chunks_of(hits)
-        scored = sorted(passages, key=lambda p: -cosine(query_embedding, p[3]))
         budget, chosen = self.settings.context_tokens, []
-        for rank, number, text, embedding in scored:
+        for rank, number, text, embedding in passage_order(passages, hits, query_embedding):
             cost = count_tokens(text)
             if cost <= budget:
                 chosen.append((rank, number, text, embedding))
@@ -351,6 +350,21 @@ class Answerer:
                 vectors, _ = embed_texts(missing, cache, self.settings)
             self._vectors.update(zip(missing, vectors))
         return [self._vectors[t] for t in texts]
+
+
+def passage_order(passages: list[tuple], hits: list[Hit], query_embedding) -> list[tuple]:
+    """(rank index, number, text, embedding) passages in the order they claim the budget: the best
+    passage of each paper the question names (its cosine with a question that is mostly a name is low
+    by nature), every passage of the first-ranked paper, the best passage of each other paper in rank
+    order, then the rest by similarity to the question. So the papers retrieval ranked are the papers
+    the model reads, however their wording compares with the question's (chosen on the eval's tune part)."""
+    by_similarity = sorted(passages, key=lambda p: -cosine(query_embedding, p[3]))
+    best = {}
+    for passage in by_similarity:
+        best.setdefault(passage[0], passage)
+    first = [best[rank] for rank, hit in enumerate(hits) if hit.named and rank in best]
+    first += [p for p in by_similarity if p[0] == 0] + [best[rank] for rank in sorted(best)]
+    return list({id(p): p for p in first + by_similarity}.values())
 
 
 def _given_sentences(paper: Paper) -> list[tuple[int, str]]:
