@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from rag.claims import (MIN_SOURCE_RELEVANCE, ONE_PAPER_FOR_ONE_QUESTION, SCORE_MARGIN, SINGLE_PAPER_MARGIN,
                         asks_for_number, asks_for_several, counted_words, method_names, name_the_paper,
                         not_stated_claim, quoted_claim, words_after_numbers, written_names)
-from rag.corpus import Paper, paper_names
+from rag.corpus import Paper, name_tokens, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.grounding import GroundingChecker, cosine, numbers
 from rag.index import embed_texts
 from rag.llm import BackendError
+from rag.mentions import MentionIndex
 from rag.prompt_safety import Screened, defuse, remove_instructions, screen
 from rag.prompts import load_prompt
 from rag.retrieve import Filters, Hit, Retriever
@@ -196,8 +197,7 @@ class Answerer:
         ]
         timings["prompt_tokens"] = sum(count_tokens(m["content"]) for m in messages)
         checker = CitationChecker(sources, self.grounding, found.query,
-                                  self._best_sentences(found.query_embedding),
-                                  self.retriever.mention_index.name_words)
+                                  self._best_sentences(found.query_embedding), self.retriever.mention_index)
         try:
             reply = self._generate(messages, checker, [s.n for s in sources], started, timings,
                                    on_sentence, on_text)
@@ -400,14 +400,15 @@ class CitationChecker:
     citations as they appear."""
 
     def __init__(self, sources: list[Source], grounding: GroundingChecker, question: str,
-                 best_sentence=None, known_names: frozenset[str] = frozenset()):
+                 best_sentence=None, mentions: MentionIndex | None = None):
         self.sources = {s.n: s for s in sources}
         self.grounding = grounding
         self.question = question
         self.best_sentence = best_sentence     # paper -> (abstract sentence closest to the question, cosine)
         authors = {n: paper_names(s.hit.paper.authors) for n, s in self.sources.items()}
         methods = {n: method_names(s.text) for n, s in self.sources.items()}
-        self.known_names = known_names.union(*authors.values())
+        self.mentions = mentions   # every stored paper's author names, to find those a sentence writes in full
+        self.known_names = (mentions.name_words if mentions else frozenset()).union(*authors.values())
         self._names = {n: authors[n] | methods[n] for n in self.sources}   # what a sentence citing n may name
         self._asked_methods = method_names(question)
         self._methods = self._asked_methods.union(*methods.values())   # method names that point to a paper
@@ -464,13 +465,16 @@ class CitationChecker:
             sentence.kind, sentence.supported = "off_question", False
 
     def add_fallback_quote(self) -> Sentence | None:
-        """When every claim was held back as off the question (or there was none), the best-ranked
-        source's sentence closest to the question, quoted, if that paper is on the question's topic.
-        None for a question that asks for a number, or when some claim is shown."""
-        if self._wants_number or any(s.kind != "off_question" for s in self.sentences):
-            return None
+        """When no checked claim answers, the best-ranked source's sentence closest to the question,
+        quoted, if that paper is on the question's topic: when every claim was held back as off the
+        question (or there was none), or whatever the claims were when the question names that paper's
+        author or category. None for a question that asks for a number, or when a claim answers."""
         best = min(self.sources, key=lambda n: self.sources[n].hit.rank, default=None)
-        sentence = self._quote([best]) if best is not None else None
+        if best is None or self._wants_number or any(s.supported and s.kind != "not_stated" for s in self.sentences):
+            return None
+        if not self.sources[best].hit.named and any(s.kind != "off_question" for s in self.sentences):
+            return None
+        sentence = self._quote([best])
         return self._append(sentence) if sentence is not None else None
 
     def _check(self, text: str, cited: list[int]) -> Sentence | None:
@@ -482,7 +486,7 @@ class CitationChecker:
         if not self.grounding.adds_to(text, self.question, ignore=self._label_terms):
             return self._quote(cited) or Sentence(text, cited, False)   # it restates the question
         vector = self.grounding.embed(text)
-        names = written_names(text, self.known_names) | (method_names(text) & self._methods)
+        names = written_names(text, self.known_names) | self._full_names(text) | (method_names(text) & self._methods)
         verdicts = {n: self.grounding.check(text, s.text, s.embeddings, vector) for n, s in self.sources.items()}
         backing = [n for n in cited if verdicts[n].supported]
         named = sorted((n for n, v in verdicts.items() if v.supported and self._names_belong(names, [n])),
@@ -502,8 +506,15 @@ class CitationChecker:
         if backing:
             label = self.sources[backing[0]].hit.paper.label
             return Sentence(name_the_paper(text, label) if len(backing) == 1 else text, backing, True)
-        owners = [n for n in cited if self._names_belong(names, [n])]
+        owners = [n for n in dict.fromkeys(cited + (list(self.sources) if names else []))
+                  if self._names_belong(names, [n])]   # the sources the names point to, cited ones first
         return self._quote(owners) or Sentence(text, cited, False)
+
+    def _full_names(self, text: str) -> set[str]:
+        """Surnames of the stored papers' authors that the text writes in full ('Ariel Procaccia')."""
+        if self.mentions is None:
+            return set()
+        return {name_tokens(author)[-1] for authors in self.mentions.find(text).authors.values() for author in authors}
 
     def _states_number(self, text: str) -> bool:
         """Does the text give a number, and for 'how many X' a number of X ('16 minutes' is not hours)?"""

@@ -368,6 +368,20 @@ def test_a_misattributed_name_moves_to_the_paper_that_has_it(run):
     assert answer.sentences[0].kind == "claim" and labels(answer) == ["Lovelace and Babbage"]
 
 
+def test_an_author_written_in_full_must_belong_to_the_cited_paper(run):
+    wrong = "Grace Hopper found that test accuracy jumps long after training accuracy saturates."
+    answer = run(lambda n: items((wrong, n["Lovelace and Babbage"])))
+    assert "Hopper" not in answer.answer and answer.sentences[0].kind == "quote"
+    assert labels(answer) == ["Lovelace and Babbage"]
+
+
+def test_a_question_naming_an_author_gets_that_paper_quoted_when_no_claim_holds(run):
+    unsupported = "They measured the boiling point of seawater at altitude."   # no source backs it
+    answer = run(lambda n: items((unsupported, n["Lovelace and Babbage"])), question="What did Grace Hopper work on?")
+    assert not answer.abstained and "Hopper" in labels(answer)
+    assert [s.text.split(":")[0] for s in answer.sentences if s.supported and s.kind == "quote"] == ["Hopper"]
+
+
 def test_an_invented_number_for_a_question_that_asks_for_none_gives_way_to_the_quote(run):
     answer = run(lambda n: items(("The compiler cuts programming time by 55% on business workloads.", n["Hopper"])),
                  question="What does the compiler do for business workloads?")
