@@ -133,8 +133,9 @@ class Settings:
     max_tokens: int = _setting(DEFAULT_MAX_TOKENS, "Most tokens an answer may take.", "RAG_MAX_TOKENS")
     context_tokens: int = _setting(DEFAULT_CONTEXT_TOKENS, "Token budget (tiktoken cl100k) for the source "
                                    "chunks in the prompt.", "RAG_CONTEXT_TOKENS")
-    context_unit: str = _setting("chunk", "What fills the context budget: chunk (the most similar stored "
-                                 "chunks) or sentence (the most similar abstract sentences).", "RAG_CONTEXT_UNIT")
+    context_unit: str = _setting("chunk", "What fills the context budget: chunk (stored chunks) or sentence "
+                                 "(abstract sentences); named papers, then the first-ranked paper, then one of "
+                                 "each paper, then by similarity.", "RAG_CONTEXT_UNIT")
     max_sentences: int = _setting(DEFAULT_MAX_SENTENCES, "Most sentences in an answer.", "RAG_MAX_SENTENCES")
     answer_format: str = _setting("json", "How the model writes: json (schema-constrained sentences with "
                                   "source lists) or text ([n] markers, few-shot prompt).", "RAG_ANSWER_FORMAT")
