@@ -354,17 +354,16 @@ class Answerer:
 
 def passage_order(passages: list[tuple], hits: list[Hit], query_embedding) -> list[tuple]:
     """(rank index, number, text, embedding) passages in the order they claim the budget: the best
-    passage of each paper the question names (its cosine with a question that is mostly a name is low
-    by nature), every passage of the first-ranked paper, the best passage of each other paper in rank
-    order, then the rest by similarity to the question. So the papers retrieval ranked are the papers
-    the model reads, however their wording compares with the question's (chosen on the eval's tune part)."""
+    passage of each paper the question names first (the cosine of a question that is mostly a name
+    is low by nature, so by similarity alone the paper asked about could be left out), then all by
+    similarity to the question (chosen on the eval's tune part)."""
     by_similarity = sorted(passages, key=lambda p: -cosine(query_embedding, p[3]))
+    named = {rank for rank, hit in enumerate(hits) if hit.named}
     best = {}
     for passage in by_similarity:
-        best.setdefault(passage[0], passage)
-    first = [best[rank] for rank, hit in enumerate(hits) if hit.named and rank in best]
-    first += [p for p in by_similarity if p[0] == 0] + [best[rank] for rank in sorted(best)]
-    return list({id(p): p for p in first + by_similarity}.values())
+        if passage[0] in named:
+            best.setdefault(passage[0], passage)
+    return list({id(p): p for p in list(best.values()) + by_similarity}.values())
 
 
 def _given_sentences(paper: Paper) -> list[tuple[int, str]]:

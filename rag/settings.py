@@ -134,8 +134,8 @@ class Settings:
     context_tokens: int = _setting(DEFAULT_CONTEXT_TOKENS, "Token budget (tiktoken cl100k) for the source "
                                    "chunks in the prompt.", "RAG_CONTEXT_TOKENS")
     context_unit: str = _setting("chunk", "What fills the context budget: chunk (stored chunks) or sentence "
-                                 "(abstract sentences); named papers, then the first-ranked paper, then one of "
-                                 "each paper, then by similarity.", "RAG_CONTEXT_UNIT")
+                                 "(abstract sentences): the best one of each paper the question names, then the most "
+                                 "similar to the question.", "RAG_CONTEXT_UNIT")
     max_sentences: int = _setting(DEFAULT_MAX_SENTENCES, "Most sentences in an answer.", "RAG_MAX_SENTENCES")
     answer_format: str = _setting("json", "How the model writes: json (schema-constrained sentences with "
                                   "source lists) or text ([n] markers, few-shot prompt).", "RAG_ANSWER_FORMAT")
