@@ -505,8 +505,7 @@ class CitationChecker:
         if backing:
             label = self.sources[backing[0]].hit.paper.label
             return Sentence(name_the_paper(text, label) if len(backing) == 1 else text, backing, True)
-        owners = [n for n in dict.fromkeys(cited + (list(self.sources) if names else []))
-                  if self._names_belong(names, [n])]   # the sources the names point to, cited ones first
+        owners = [n for n in cited if self._names_belong(names, [n])]
         return self._quote(owners) or Sentence(text, cited, False)
 
     def _full_names(self, text: str) -> set[str]:
