@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from rag.claims import (MIN_SOURCE_RELEVANCE, ONE_PAPER_FOR_ONE_QUESTION, SCORE_MARGIN, SINGLE_PAPER_MARGIN,
                         asks_for_number, asks_for_several, counted_words, method_names, name_the_paper,
                         not_stated_claim, quoted_claim, words_after_numbers, written_names)
-from rag.corpus import Paper, name_tokens, paper_names
+from rag.corpus import Paper, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.grounding import GroundingChecker, cosine, numbers
 from rag.index import embed_texts
@@ -485,7 +485,7 @@ class CitationChecker:
         if not self.grounding.adds_to(text, self.question, ignore=self._label_terms):
             return self._quote(cited) or Sentence(text, cited, False)   # it restates the question
         vector = self.grounding.embed(text)
-        names = written_names(text, self.known_names) | self._full_names(text) | (method_names(text) & self._methods)
+        names = written_names(text, self.known_names, self.mentions) | (method_names(text) & self._methods)
         verdicts = {n: self.grounding.check(text, s.text, s.embeddings, vector) for n, s in self.sources.items()}
         backing = [n for n in cited if verdicts[n].supported]
         named = sorted((n for n, v in verdicts.items() if v.supported and self._names_belong(names, [n])),
@@ -507,12 +507,6 @@ class CitationChecker:
             return Sentence(name_the_paper(text, label) if len(backing) == 1 else text, backing, True)
         owners = [n for n in cited if self._names_belong(names, [n])]
         return self._quote(owners) or Sentence(text, cited, False)
-
-    def _full_names(self, text: str) -> set[str]:
-        """Surnames of the stored papers' authors that the text writes in full ('Ariel Procaccia')."""
-        if self.mentions is None:
-            return set()
-        return {name_tokens(author)[-1] for authors in self.mentions.find(text).authors.values() for author in authors}
 
     def _states_number(self, text: str) -> bool:
         """Does the text give a number, and for 'how many X' a number of X ('16 minutes' is not hours)?"""

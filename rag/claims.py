@@ -1,8 +1,8 @@
 """What an answer sentence may say about a paper beyond being supported by it.
 
 Three rules that grounding.py's support check does not cover, each deterministic:
-- names are facts: an author name written as "Surname et al." or "Surname and Surname"
-  must belong to a source the sentence cites (`written_names` finds them), and so must a
+- names are facts: an author name written as "Surname et al.", "Surname and Surname" or in full
+  ("Ariel Procaccia") must belong to a source the sentence cites (`written_names` finds them), and so must a
   method name (`method_names`: GFPO, FairICP) that the question or another source uses;
 - a sentence must answer the question, not only be true of a source: the paper it cites must
   be named by the question (an author or its category), or hold a sentence close to the
@@ -60,9 +60,12 @@ _METHOD = re.compile(r"\b[A-Za-z]*[A-Z][a-z0-9]*[A-Z][A-Za-z0-9]*\b")
 _PAIR = re.compile(rf"\b({_CAPITAL_WORD})\s+(?:and|&)\s+({_CAPITAL_WORD})\b")
 
 
-def written_names(text: str, known: set[str]) -> set[str]:
-    """Surnames a sentence attributes work to: 'X et al.' always, 'X and Y' when X or Y is a known author name."""
+def written_names(text: str, known: set[str], mentions=None) -> set[str]:
+    """Surnames a sentence attributes work to: 'X et al.' always, 'X and Y' when X or Y is a known author
+    name, and a stored author written in full ('Ariel Procaccia') when given the store's MentionIndex."""
     found = {name_tokens(m[1])[-1] for m in _ET_AL.finditer(text)}
+    if mentions is not None:
+        found |= {name_tokens(author)[-1] for authors in mentions.find(text).authors.values() for author in authors}
     for first, second in _PAIR.findall(text):
         pair = {fold(first), fold(second)}
         if pair & known:
