@@ -27,7 +27,7 @@ from rag.claims import (MIN_SOURCE_RELEVANCE, ONE_PAPER_FOR_ONE_QUESTION, SCORE_
 from rag.corpus import Paper, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.grounding import GroundingChecker, cosine, numbers
-from rag.index import embed_texts
+from rag.index import embed_texts, token_encoding
 from rag.llm import BackendError
 from rag.mentions import MentionIndex
 from rag.prompt_safety import Screened, defuse, remove_instructions, screen
@@ -671,7 +671,5 @@ def _integers(text: str) -> list[int]:
 
 
 def count_tokens(text: str) -> int:
-    """Tokens as tiktoken's cl100k_base counts them (the budget's unit)."""
-    import tiktoken
-
-    return len(tiktoken.get_encoding("cl100k_base").encode(text))
+    """Tokens of index.token_encoding(), the unit chunks are cut in (the budget's unit)."""
+    return len(token_encoding().encode(text))

@@ -28,7 +28,7 @@ from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import load_embed_model
 from rag.paper_model import embed_papers, paper_model_enabled
 from rag.prompt_safety import instruction_warnings
-from rag.settings import Settings
+from rag.settings import TOKENIZER, Settings
 from rag.store import Store, embedded_path, open_store
 
 # Papers written per Chroma call: about 1/40 of an ingest, 8 to 256. Each embedded upsert
@@ -178,14 +178,19 @@ def embed_texts(texts: list[str], cache: EmbeddingCache, settings: Settings) -> 
     return [v if v is not None else fresh[t] for t, v in zip(texts, vectors)], len(missing)
 
 
-def make_splitter(settings: Settings):
-    """llama-index's sentence-aware splitter, counting tokens with tiktoken's cl100k_base."""
+def token_encoding():
+    """tiktoken's TOKENIZER encoding: the unit of chunk sizes here and of prompt budgets (answer.count_tokens)."""
     import tiktoken
+
+    return tiktoken.get_encoding(TOKENIZER)
+
+
+def make_splitter(settings: Settings):
+    """llama-index's sentence-aware splitter, counting tokens with token_encoding()."""
     from llama_index.core.node_parser import SentenceSplitter
 
-    encoding = tiktoken.get_encoding("cl100k_base")
     return SentenceSplitter(chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap,
-                            tokenizer=encoding.encode)
+                            tokenizer=token_encoding().encode)
 
 
 def fingerprint(paper: Paper) -> str:

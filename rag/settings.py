@@ -20,6 +20,7 @@ DEFAULT_PAPER_MODEL_WEIGHT = 2.0   # chosen on the tune parts of both eval sets 
 DEFAULT_WORD_DROP_WEIGHT = 0.7     # the same
 DEFAULT_CHUNK_SIZE = 192
 DEFAULT_CHUNK_OVERLAP = 32
+TOKENIZER = "cl100k_base"   # tiktoken encoding that chunk sizes and prompt budgets count in; in the index shape
 DEFAULT_TOP_K = 5
 DEFAULT_EMBED_BATCH_SIZE = 32
 DEFAULT_KEYWORD_WEIGHT = 0.3   # chosen on the tune parts of both eval sets (eval/README.md)

@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 from rag.corpus import PARSER_VERSION
 from rag.errors import StoreError
-from rag.settings import Settings
+from rag.settings import TOKENIZER, Settings
 from rag.urls import CHROMA_URL, check_token, check_url, redact_url
 
 INDEX_FORMAT = 1
@@ -30,7 +30,7 @@ def index_shape(settings: Settings) -> dict:
         "format": INDEX_FORMAT,
         "parser_version": PARSER_VERSION,
         "embed_model": settings.embed_model,
-        "tokenizer": "cl100k_base",
+        "tokenizer": TOKENIZER,   # "cl100k_base": existing indexes record it
         "chunk_size": settings.chunk_size,
         "chunk_overlap": settings.chunk_overlap,
     }

@@ -13,9 +13,9 @@ from conftest import DATA, SMALL_PAPERS, write_corpus
 from file_access import as_ordinary_user
 from rag.cli import main
 from rag.errors import CorpusError, StoreError
-from rag.index import _stored_papers, ingest
+from rag.index import _stored_papers, ingest, token_encoding
 from rag.settings import Settings
-from rag.store import collection_name, open_store
+from rag.store import collection_name, index_shape, open_store
 
 
 def settings_for(corpus, **overrides) -> Settings:
@@ -117,6 +117,11 @@ def test_index_name_follows_the_settings_that_shape_it(tmp_path):
     assert collection_name(base) != collection_name(Settings(home=tmp_path, chunk_size=128))
     assert collection_name(base) != collection_name(Settings(home=tmp_path, chunk_overlap=0))
     assert re.fullmatch(r"[a-zA-Z0-9._-]{3,512}", collection_name(base))
+
+
+def test_the_index_records_the_tokenizer_its_chunks_are_counted_in(tmp_path):
+    # existing indexes are named after this value: it must stay "cl100k_base"
+    assert index_shape(Settings(home=tmp_path))["tokenizer"] == "cl100k_base" == token_encoding().name
 
 
 def test_an_index_of_another_format_is_refused(small_corpus):
