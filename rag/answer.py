@@ -623,10 +623,16 @@ class ReplyParser:
         return split_plain_reply(self.buffer)
 
 
+# Where split_plain_reply breaks a plain-text reply: the space after . ! ? and the [n] markers that
+# follow it (kept with the sentence before), whatever comes next, since a model's sentence may start
+# in lower case; unlike corpus.split_sentences, which splits abstracts.
+_PLAIN_REPLY_BREAK = re.compile(r"(?<=[.!?。！？])((?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])*)\s+")
+
+
 def split_plain_reply(text: str) -> list[tuple[str, list[int]]]:
     """Plain text with [n] markers -> (sentence, cited numbers) pairs."""
     text = re.sub(r"(\s*\[\d+\]){4,}", lambda m: "".join(dict.fromkeys(re.findall(r"\[\d+\]", m[0]))), text)
-    pieces = re.split(r"(?<=[.!?。！？])((?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])*)\s+", text.strip() + " ")
+    pieces = _PLAIN_REPLY_BREAK.split(text.strip() + " ")
     sentences = []
     for i in range(0, len(pieces) - 1, 2):
         sentence, trailing = pieces[i], pieces[i + 1] or ""
@@ -640,12 +646,15 @@ def split_plain_reply(text: str) -> list[tuple[str, list[int]]]:
     return sentences
 
 
-_SENTENCE_END = re.compile(r"(?<! al)(?<!e\.g)(?<!i\.e)(?<! vs)(?<!Fig)(?<! cf)[.!?。！？](?=\s|$)")  # not "et al."
+# The end of a finished sentence inside a model's claim as it streams (not corpus.split_sentences,
+# which splits abstracts and needs the next sentence's first letter): . ! ? before a space or the
+# end of what has arrived, not after "et al.", "e.g.", "i.e.", "vs.", "Fig." or "cf.".
+_CLAIM_SENTENCE_END = re.compile(r"(?<! al)(?<!e\.g)(?<!i\.e)(?<! vs)(?<!Fig)(?<! cf)[.!?。！？](?=\s|$)")
 
 
 def _last_sentence_end(text: str) -> int:
     """Length of the text up to its last finished sentence (0 if none has finished yet)."""
-    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    ends = [m.end() for m in _CLAIM_SENTENCE_END.finditer(text)]
     return ends[-1] if ends else 0
 
 

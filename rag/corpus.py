@@ -34,7 +34,12 @@ CORPUS_SUFFIX = ".txt"
 _SURNAME_PARTICLES = {"van", "von", "de", "der", "den", "da", "di", "du", "del", "della",
                       "le", "la", "dos", "das", "ter", "ten", "bin", "al", "el"}
 _URL = re.compile(r"https?://[^\s\[\]()<>\"']+")
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+(?=[A-Z0-9\"“(\[$\\]|[^\x00-\x7f])")
+# Where split_sentences breaks clean abstract text: the space after . ! ? (or 。！？) before a capital,
+# digit, quote, bracket, $ or backslash, or any non-ASCII character. No abbreviation is spared (it does
+# break 'Guez et al. (2019)'): instruction screening, the model's sources and evidence highlights are
+# cut with it, and the eval's figures rest on those, so the rule stays as it is. See split_sentences
+# for the other sentence rules.
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?。！？])\s+(?=[A-Z0-9\"“(\[$\\]|[^\x00-\x7f])")
 
 
 @dataclass(frozen=True)
@@ -353,7 +358,7 @@ _MD_EMPHASIS = re.compile(r"(?<![\w*])(\*|__)(?=\S)([^*\n]+?)(?<=\S)\1(?![\w*])"
 _ACCENT = re.compile(r"\\([\"'`^~])\{?([A-Za-z])\}?")
 _COMBINING = {'"': "\u0308", "'": "\u0301", "`": "\u0300", "^": "\u0302", "~": "\u0303"}
 _MATH = re.compile(r"(?<!\\)\$([^$]+)\$")
-_GLUED_SENTENCE = re.compile(r"(?<=[a-z)])\.(?=[A-Z][a-z])")
+_GLUED_SENTENCE = re.compile(r"(?<=[a-z)])\.(?=[A-Z][a-z])")   # 'agents.EmbodiedBench'
 
 
 def clean_text(abstract: str) -> str:
@@ -370,7 +375,7 @@ def clean_text(abstract: str) -> str:
     text = _strip_commands(text).replace("{", "").replace("}", "")
     text = text.replace("\\$", "$")
     text = _MD_EMPHASIS.sub(r"\2", _MD_BOLD.sub(r"\1", text))
-    text = " ".join(_unglue(word) for word in text.split())
+    text = " ".join(unglue(word) for word in text.split())
     return text
 
 
@@ -387,8 +392,9 @@ def _strip_commands(text: str) -> str:
     return _SYMBOL.sub(lambda m: _SYMBOLS.get(m[1], m[0]), text)
 
 
-def _unglue(word: str) -> str:
-    """'model.Recently' -> 'model. Recently', leaving URLs and file names alone."""
+def unglue(word: str) -> str:
+    """'model.Recently' -> 'model. Recently', leaving URLs and file names alone (clean_text, and
+    synthetic.split_sentences on raw abstracts, so both see the same sentence ends)."""
     return word if "/" in word else _GLUED_SENTENCE.sub(". ", word)
 
 
@@ -410,5 +416,15 @@ def paper_names(authors) -> set[str]:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Abstract text -> sentences (a period followed by a capital, digit or non-ASCII start)."""
-    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+    """Abstract text -> sentences (a period followed by a capital, digit or non-ASCII start).
+
+    The one splitter of abstracts (Paper.text): prompt_safety.screen, the sentences answer.py gives
+    the model and quotes, and evidence.py's highlights all use it. Two other sentence rules exist
+    for other texts and differ on purpose:
+    - synthetic.split_sentences cuts raw abstracts into pieces recombined as pseudo-papers: it spares
+      'et al.', 'e.g.', 'Dr.' and initials (a cut there would make a fragment a sentence of its own)
+      and completes a missing final period;
+    - answer._last_sentence_end finds where the last finished sentence of a model's claim ends
+      while it streams: an end is . ! ? before a space or the end of the text, never after 'et al.',
+      whatever follows (the next word has not arrived yet)."""
+    return [s.strip() for s in _SENTENCE_BREAK.split(text.strip()) if s.strip()]

@@ -12,7 +12,7 @@ import random
 import re
 from pathlib import Path
 
-from rag.corpus import CORPUS_SUFFIX, HEADER, Paper, surname
+from rag.corpus import CORPUS_SUFFIX, HEADER, Paper, surname, unglue
 from rag.errors import UsageError
 
 MIN_SENTENCES = 4
@@ -21,13 +21,14 @@ MAX_AUTHORS = 8
 FILE_PREFIX = "syn_"
 MAX_DRAWS_PER_PAPER = 100
 
-# A sentence ends at . ! or ? followed by space and a capital, digit, quote, bracket,
-# LaTeX/markdown opener or a name like 'rStar'; not after "et al.", "e.g.", "i.e.", "vs.",
-# "cf.", "Fig.", "Eq.", "Dr." or an initial ("J. Smith"). Decimals ("0.5") have no space.
-_SENTENCE_END = re.compile(
+# Where split_sentences breaks a raw abstract (not rag.corpus.split_sentences, which splits clean
+# text for prompts and evidence and spares no abbreviation): a sentence ends at . ! or ? followed by
+# space and a capital, digit, quote, bracket, LaTeX/markdown opener or a name like 'rStar'; not after
+# "et al.", "e.g.", "i.e.", "vs.", "cf.", "Fig.", "Eq.", "Dr." or an initial ("J. Smith"), since a
+# piece cut there would be drawn as a sentence of its own. Decimals ("0.5") have no space.
+_RAW_SENTENCE_BREAK = re.compile(
     r"(?<=[.!?])(?<!\bal\.)(?<!e\.g\.)(?<!i\.e\.)(?<!\bvs\.)(?<!\bcf\.)(?<!\bFig\.)(?<!\bEq\.)(?<!\bDr\.)"
     r"(?<!\b[A-Z]\.)\s+(?=[A-Z0-9\"“(\[$\\*`]|[a-z]+[A-Z])")
-_GLUED_SENTENCE = re.compile(r"(?<=[a-z)])\.(?=[A-Z][a-z])")  # 'agents.EmbodiedBench', as rag.corpus sees it
 _FINISHED = re.compile(r"[.!?][\"”')\]*]*$")
 _NAME_WORD = re.compile(r"[^\W\d_][\w'’-]*")
 
@@ -72,10 +73,11 @@ def _write_files(papers: list[list[str]], out_dir: Path, papers_per_file: int) -
 
 
 def split_sentences(abstract: str) -> list[str]:
-    """A raw abstract's sentences, each ending in . ! or ? (one is added where missing)."""
-    unglued = " ".join(w if "/" in w else _GLUED_SENTENCE.sub(". ", w) for w in abstract.split(" "))
+    """A raw abstract's sentences, each ending in . ! or ? (one is added where missing); glued
+    sentences ('agents.EmbodiedBench') are parted as rag.corpus.clean_text parts them."""
+    unglued = " ".join(unglue(w) for w in abstract.split(" "))
     sentences = []
-    for sentence in _SENTENCE_END.split(unglued.strip()):
+    for sentence in _RAW_SENTENCE_BREAK.split(unglued.strip()):
         sentence = sentence.strip()
         if sentence:
             sentences.append(sentence if _FINISHED.search(sentence) else sentence + ".")

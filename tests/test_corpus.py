@@ -7,7 +7,7 @@ import pytest
 from conftest import DATA, HEADER, SMALL_PAPERS, write_corpus
 from file_access import as_ordinary_user
 from rag.corpus import (citation_label, clean_text, extract_urls, load_corpus, paper_id, parse_file,
-                        surname)
+                        surname, unglue)
 from rag.errors import CorpusError, UsageError
 
 
@@ -93,6 +93,19 @@ def test_cleaned_text_has_no_latex_or_markdown_noise(corpus):
 ])
 def test_clean_text(raw, cleaned):
     assert clean_text(raw) == cleaned
+
+
+@pytest.mark.parametrize("word, parted", [
+    ("agents.EmbodiedBench", "agents. EmbodiedBench"),
+    ("(GRPO).Recently", "(GRPO). Recently"),
+    ("github.com/A.Bc", "github.com/A.Bc"),      # a URL or file name stays whole
+    ("Fig.A", "Fig.A"), ("x.AI", "x.AI"),       # needs a lower-case letter before and a word after
+])
+def test_unglue_parts_glued_sentences_for_clean_text_and_the_synthetic_corpus(word, parted):
+    from rag.synthetic import split_sentences as raw_sentences
+
+    assert unglue(word) == parted
+    assert " ".join(raw_sentences(f"We try {word} now.")) == f"We try {parted} now."
 
 
 @pytest.mark.parametrize("authors, truncated, label", [
