@@ -399,7 +399,11 @@ def unglue(word: str) -> str:
 
 
 def fold(text: str) -> str:
-    """Lower-case, accent-free form for matching names: 'Cédric Colas' -> 'cedric colas'."""
+    """Lower-case, accent-free form for matching names: 'Cédric Colas' -> 'cedric colas'.
+
+    The one accent and case folding of names and search words (mentions, claims, keyword, overlap).
+    prompt_safety.fold is another rule for another job (finding disguised prompt tags: look-alike
+    letters mapped, invisible characters dropped), as is answer_eval.normalise (expected strings)."""
     decomposed = unicodedata.normalize("NFKD", text)
     bare = "".join(c for c in decomposed if not unicodedata.combining(c))
     return bare.replace("ł", "l").replace("Ł", "L").replace("ß", "ss").casefold()

@@ -72,7 +72,8 @@ def _decode(entity: re.Match) -> str:
 def fold(text: str) -> str:
     """What a reader (or a model) may take the text to say: `_fold_chars`, then the HTML entities for
     < and > decoded. Used only to detect; nothing folded is ever put in a prompt. (NFKD with the
-    marks dropped finds all that NFKC would, and also '<' under a combining mark.)"""
+    marks dropped finds all that NFKC would, and also '<' under a combining mark.) Not corpus.fold,
+    which folds names and search words and keeps look-alike letters and invisible characters."""
     folded = _fold_chars(text)
     return _ENTITY.sub(_decode, folded) if "&" in folded else folded
 
