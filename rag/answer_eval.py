@@ -12,6 +12,7 @@ Per answer (definitions in eval/README.md):
 """
 
 import json
+import math
 import re
 import statistics
 import unicodedata
@@ -166,12 +167,12 @@ def summarise(rows: list[dict]) -> dict:
     asked = [r for r in rows if r["first_token_s"] is not None]
     summary = {
         "n": len(rows),
-        "answered": _share(sum(r["outcome"]["answered"] for r in answerable), len(answerable)),
-        "false_abstention": _share(sum(not r["outcome"]["answered"] for r in answerable), len(answerable)),
-        "unanswerable_abstained": _share(sum(not r["outcome"]["answered"] for r in unanswerable), len(unanswerable)),
-        "accuracy": _share(sum(r["outcome"]["correct"] for r in rows), len(rows)),
-        "precision": _share(sum(r["outcome"]["correct"] for r in answered), len(answered)),
-        "citation_validity": _share(sum(r["outcome"]["valid_citations"] for r in answered), marks),
+        "answered": share(sum(r["outcome"]["answered"] for r in answerable), len(answerable)),
+        "false_abstention": share(sum(not r["outcome"]["answered"] for r in answerable), len(answerable)),
+        "unanswerable_abstained": share(sum(not r["outcome"]["answered"] for r in unanswerable), len(unanswerable)),
+        "accuracy": share(sum(r["outcome"]["correct"] for r in rows), len(rows)),
+        "precision": share(sum(r["outcome"]["correct"] for r in answered), len(answered)),
+        "citation_validity": share(sum(r["outcome"]["valid_citations"] for r in answered), marks),
         "dropped_citations": sum(r["outcome"]["dropped_citations"] for r in rows),
     }
     for metric in ("gold_precision", "gold_recall", "alce_recall_grounding", "alce_precision_grounding",
@@ -186,12 +187,21 @@ def latency_summary(name: str, seconds: list[float]) -> dict:
     """Median and 90th percentile, in seconds."""
     if not seconds:
         return {f"{name}_p50_s": None, f"{name}_p90_s": None}
-    p90 = statistics.quantiles(seconds, n=10, method="inclusive")[-1] if len(seconds) > 1 else seconds[0]
-    return {f"{name}_p50_s": round(statistics.median(seconds), 2), f"{name}_p90_s": round(p90, 2)}
+    return {f"{name}_p50_s": round(statistics.median(seconds), 2), f"{name}_p90_s": round(percentile(seconds, 90), 2)}
 
 
-def _share(count: int, total: int) -> float | None:
-    return round(count / total, 4) if total else None
+def percentile(values: list[float], p: int) -> float:
+    """The p-th percentile (1-99) of the values, interpolated (statistics.quantiles, inclusive);
+    the value itself when there is one. Also bench.py's search p95."""
+    if len(values) == 1:
+        return values[0]
+    step = math.gcd(p, 100)   # 90 -> the last of 10 quantiles, 95 -> the last of 20
+    return statistics.quantiles(values, n=100 // step, method="inclusive")[p // step - 1]
+
+
+def share(count: int, total: int, digits: int = 4) -> float | None:
+    """count / total rounded to `digits` (the eval's 4; bench.py prints 3); None when total is 0."""
+    return round(count / total, digits) if total else None
 
 
 def _mean(values) -> float | None:

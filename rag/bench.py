@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from rag.answer import Answerer, split_plain_reply
+from rag.answer_eval import contains_all, is_correct, percentile, share
 from rag.corpus import load_corpus
 from rag.embedding import load_embed_model, model_path
 from rag.index import describe_index, ingest
@@ -133,8 +134,8 @@ def measure_search(search, rounds: int) -> dict:
             started = time.perf_counter()
             search(question)
             latencies.append(1000 * (time.perf_counter() - started))
-    return {"search_p50_ms": round(statistics.median(latencies), 1), "search_p95_ms": round(_p95(latencies), 1),
-            "searches": len(latencies)}
+    return {"search_p50_ms": round(statistics.median(latencies), 1),
+            "search_p95_ms": round(percentile(latencies, 95), 1), "searches": len(latencies)}
 
 
 def compare_with_naive(settings: Settings, retriever: Retriever, eval_questions: int, rounds: int, say) -> dict:
@@ -207,17 +208,14 @@ def _naive_row(question, answer, judge) -> dict:
 
 
 def _row(question, text: str, abstained: bool, sentences, source_ids: list[str], judge, rests_on) -> dict:
-    """One answer scored for grounding_summary; `rests_on` are the papers the answer is attributed to."""
-    from rag.answer_eval import contains_all
-
+    """One answer scored for grounding_summary; `rests_on` are the papers the answer is attributed to,
+    correct as the eval has it (answer_eval.is_correct)."""
     answered = not abstained
     expected = contains_all(text, question.expected) if question.expected and answered else (
         False if question.expected else None)
     grounded = [any(judge.supports(s, [pid]) for pid in source_ids) for s, _ in sentences] if answered else []
     cited_ok = [bool(c) and judge.supports(s, c) for s, c in sentences] if answered else []
-    gold_used = bool(set(question.gold) & set(rests_on))
-    correct = (not answered) if not question.answerable else (
-        answered and (gold_used or not question.gold) and expected is not False)
+    correct = is_correct(question, answered, len(set(question.gold) & set(rests_on)), expected)
     return {"answerable": question.answerable, "answered": answered, "grounded": grounded, "cited_ok": cited_ok,
             "expected": expected, "correct": correct}
 
@@ -265,12 +263,9 @@ def _median(values, digits: int):
     return round(statistics.median(values), digits) if values else None
 
 
-def _p95(values: list[float]) -> float:
-    return statistics.quantiles(values, n=20, method="inclusive")[-1] if len(values) > 1 else values[0]
-
-
 def _share(count: int, total: int) -> float | None:
-    return round(count / total, 3) if total else None
+    """answer_eval.share to 3 decimals, the precision the bench's figures are printed and documented in."""
+    return share(count, total, digits=3)
 
 
 def to_json(result: dict) -> str:

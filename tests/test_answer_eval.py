@@ -5,7 +5,7 @@ import json
 import pytest
 
 from fakes import QuotingModel
-from rag.answer_eval import alce_scores, contains_all, score_answer, summarise
+from rag.answer_eval import alce_scores, contains_all, percentile, score_answer, share, summarise
 from rag.cli import main
 from rag.evaluation import Question
 
@@ -91,6 +91,17 @@ def test_litqa_accuracy_precision_and_abstention_rates():
     assert summary["accuracy"] == 2 / 5 and summary["precision"] == round(1 / 3, 4)
     assert summary["false_abstention"] == round(1 / 3, 4) and summary["unanswerable_abstained"] == 0.5
     assert summary["first_token_p50_s"] == 1.0 and summary["total_p90_s"] == 2.0
+
+
+def test_share_and_percentile_are_the_evals_and_the_benchs():
+    assert share(2, 3) == 0.6667 and share(2, 3, digits=3) == 0.667 and share(0, 0) is None
+    values = [float(v) for v in range(1, 22)]            # 1..21: the p-th percentile is 1 + p / 5
+    assert percentile(values, 90) == 19.0 and percentile(values, 95) == 20.0 and percentile(values, 50) == 11.0
+    assert percentile([3.5], 95) == 3.5
+    import statistics   # the same numbers as the quantiles the eval and the bench always took
+    latencies = [0.3, 7.1, 2.2, 9.9, 4.4, 1.0, 5.5]
+    assert percentile(latencies, 90) == statistics.quantiles(latencies, n=10, method="inclusive")[-1]
+    assert percentile(latencies, 95) == statistics.quantiles(latencies, n=20, method="inclusive")[-1]
 
 
 @pytest.fixture
