@@ -8,14 +8,13 @@ question as typed. `ChatAnswerer` runs one chat turn: condense, then answer (ans
 then find the abstract sentences behind each citation (evidence.py). It formats nothing.
 """
 
-import json
 import re
 from dataclasses import dataclass, field
 
 from rag.answer import Answer, Answerer
 from rag.evidence import HighlightedAbstract, highlight_evidence
 from rag.prompt_safety import defuse
-from rag.prompts import load_prompt
+from rag.prompts import load_prompt, parse_json_reply
 from rag.retrieve import Filters, Retriever, check_question
 from rag.settings import Settings
 
@@ -76,13 +75,13 @@ def condense_question(model, history: list[Turn], question: str) -> str:
 
 
 def parse_condensed(reply: str) -> str | None:
-    """The question in a {"question": ...} reply (or a plain-text one); None when there is none."""
+    """The question in a {"question": ...} reply (also in a code fence or among prose), or a plain-text
+    one; None when there is none: a reply that starts as JSON but gives no question string, an empty
+    or overlong one."""
     text = reply.strip()
-    if text.startswith("{"):
-        try:
-            text = json.loads(text).get("question", "")
-        except (json.JSONDecodeError, AttributeError):
-            return None
+    value = parse_json_reply(text)
+    if text.startswith("{") or (value is not None and "question" in value):
+        text = (value or {}).get("question")
         if not isinstance(text, str):
             return None
     text = " ".join(text.split())

@@ -7,14 +7,13 @@ backend at temperature 0 and keeps every verdict on disk, keyed by a hash of the
 the judge prompts, the claim and the sources, so a rerun asks nothing it asked before.
 """
 
-import json
 import re
 from pathlib import Path
 
 from rag.disk_cache import DiskCache, content_key
 from rag.grounding import GroundingChecker
 from rag.prompt_safety import defuse, screen
-from rag.prompts import load_prompt, prompt_hashes
+from rag.prompts import load_prompt, parse_json_reply, prompt_hashes
 
 JUDGE_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["supported"],
                 "properties": {"supported": {"type": "boolean"}}}
@@ -74,8 +73,9 @@ class LLMJudge:
 
 
 def parse_verdict(reply: str) -> bool:
-    """{"supported": true} -> True; anything that does not say true is False."""
-    try:
-        return json.loads(reply).get("supported") is True
-    except (json.JSONDecodeError, AttributeError):
-        return bool(re.search(r'"?supported"?\s*:\s*true', reply, re.IGNORECASE))
+    """{"supported": true} -> True; anything that does not say true is False. A reply without a JSON
+    object (one cut short, say) is True when it reads 'supported: true'."""
+    verdict = parse_json_reply(reply)
+    if verdict is not None:
+        return verdict.get("supported") is True
+    return bool(re.search(r'"?supported"?\s*:\s*true', reply, re.IGNORECASE))

@@ -4,9 +4,14 @@ A variable is `{name}` (lower-case letters and underscores); any other brace is 
 text, so a template may show a JSON example. Each template declares no more and no fewer
 variables than the code fills: a mismatch is an error when the template is loaded.
 Values are inserted in one pass, so text inside a source can never add a variable.
+
+The JSON object a reply to the translate, judge and condense prompts holds is read by
+`parse_json_reply`, the one tolerant reader of such replies (the answer prompt's streamed
+reply is read as it arrives, by answer.ReplyParser).
 """
 
 import functools
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,3 +79,27 @@ def prompt_hashes() -> dict[str, str]:
 
     return {name: hashlib.sha256((prompts_dir() / f"{name}.txt").read_bytes()).hexdigest()[:16]
             for name in EXPECTED_VARIABLES}
+
+
+def parse_json_reply(reply: str) -> dict | None:
+    """The JSON object in a model's reply: the reply itself, or the first object that parses inside
+    it (in a ``` code fence, or with prose before or after); None when it holds none, and when the
+    whole reply is JSON but not an object. What to do then is each caller's choice."""
+    text = reply.strip()
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    else:
+        return value if isinstance(value, dict) else None
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            value = None
+        if isinstance(value, dict):
+            return value
+        start = text.find("{", start + 1)
+    return None

@@ -8,13 +8,12 @@ sentences are translated back (citations stay on their sentences). Translations 
 cached on disk by question, model and prompt, so a repeated question costs nothing.
 """
 
-import json
 import re
 
 from rag.disk_cache import DiskCache, content_key
 from rag.errors import RagError
 from rag.prompt_safety import defuse
-from rag.prompts import load_prompt, prompt_hashes
+from rag.prompts import load_prompt, parse_json_reply, prompt_hashes
 
 SCRIPTS = (("Japanese", r"[\u3040-\u30ff]"), ("Korean", r"[\uac00-\ud7af]"),
            ("Chinese", r"[\u3400-\u4dbf\u4e00-\u9fff]"), ("Russian", r"[\u0400-\u04ff]"),
@@ -95,12 +94,9 @@ class Translator:
         return translated
 
     def _ask(self, prompt: str, schema: dict, max_tokens: int = MAX_TOKENS) -> dict:
+        """The reply's JSON object; {} when it holds none (the caller then keeps the text as it was)."""
         reply = "".join(self.model.stream([{"role": "user", "content": prompt}], schema, max_tokens))
-        try:
-            value = json.loads(reply)
-        except json.JSONDecodeError:
-            return {}
-        return value if isinstance(value, dict) else {}
+        return parse_json_reply(reply) or {}
 
 
 def safe_to_english(translator: Translator, question: str, notify=lambda message: None) -> str:

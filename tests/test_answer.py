@@ -10,7 +10,7 @@ from fakes import ScriptedModel, items, reply
 from rag.answer import (CANNOT_ANSWER, Answerer, ReplyParser, count_tokens, format_sources, split_inline_citations,
                         split_plain_reply)
 from rag.claims import asks_for_several, counted_words
-from rag.prompts import PromptError, load_prompt
+from rag.prompts import PromptError, load_prompt, parse_json_reply
 from rag.retrieve import Retriever
 from rag.settings import Settings
 
@@ -267,6 +267,22 @@ def test_prompt_variables_are_checked(tmp_path):
     with pytest.raises(PromptError, match="max_sentences"):
         load_prompt("answer_system", tmp_path)
     assert load_prompt("answer_user").render(sources="S {question}", question="Q?").endswith("Question: Q?\n")
+
+
+@pytest.mark.parametrize("text, value", [
+    ('{"english": "Which papers?"}', {"english": "Which papers?"}),
+    ('  {"supported": true}\n', {"supported": True}),
+    ('```json\n{"question": "Which GFPO variants exist?"}\n```', {"question": "Which GFPO variants exist?"}),
+    ('```\n{"sentences": ["一。", "二。"]}\n```', {"sentences": ["一。", "二。"]}),
+    ('Here is the JSON: {"english": "a {b} c", "n": {"m": 1}} Hope this helps.', {"english": "a {b} c", "n": {"m": 1}}),
+    ('Use the form {english}: {"english": "x"}', {"english": "x"}),     # the first object that parses
+    ('{"question": "unclosed', None),
+    ('{"supported": tru', None),
+    ("[1, 2]", None), ('"just a string"', None), ("true", None),       # JSON, but not an object
+    ("Which GFPO variants exist?", None), ("", None),
+])
+def test_parse_json_reply_reads_the_object_in_fences_or_prose(text, value):
+    assert parse_json_reply(text) == value
 
 
 def test_a_claim_that_restates_the_question_gives_way_to_its_source_quoted(run):

@@ -8,6 +8,7 @@ from fakes import QuotingModel
 from rag.answer_eval import alce_scores, contains_all, percentile, score_answer, share, summarise
 from rag.cli import main
 from rag.evaluation import Question
+from rag.judge import parse_verdict
 
 
 def test_alce_recall_and_precision():
@@ -91,6 +92,16 @@ def test_litqa_accuracy_precision_and_abstention_rates():
     assert summary["accuracy"] == 2 / 5 and summary["precision"] == round(1 / 3, 4)
     assert summary["false_abstention"] == round(1 / 3, 4) and summary["unanswerable_abstained"] == 0.5
     assert summary["first_token_p50_s"] == 1.0 and summary["total_p90_s"] == 2.0
+
+
+@pytest.mark.parametrize("reply_text, supported", [
+    ('{"supported": true}', True), ('{"supported": false}', False), ('{"supported": "true"}', False),
+    ('```json\n{"supported": true}\n```', True), ('The claim holds. {"supported": true}', True),
+    ('{"supported": true', True),            # cut short: read for 'supported: true'
+    ("[true]", False), ("", False), ("Supported: TRUE", True),
+])
+def test_llm_judge_verdicts_are_read_from_fences_prose_or_a_cut_reply(reply_text, supported):
+    assert parse_verdict(reply_text) is supported
 
 
 def test_share_and_percentile_are_the_evals_and_the_benchs():

@@ -74,6 +74,10 @@ def test_translation_is_cached_and_falls_back(tmp_path):
     assert translator.from_english(["One.", "Two."], "Chinese") == ["一。", "二。"]
     model.enqueue({"sentences": ["只有一句。"]})
     assert translator.from_english(["One.", "Three."], "Chinese") == ["One.", "Three."]
+    model.enqueue('Sure:\n```json\n{"sentences": ["三。", "四。"]}\n```')
+    assert translator.from_english(["Three.", "Four."], "Chinese") == ["三。", "四。"]
+    model.enqueue('{"sentences": ["五。", ')   # cut short: the English sentences stay
+    assert translator.from_english(["Five.", "Six."], "Chinese") == ["Five.", "Six."]
 
 
 def test_search_translates_and_names_authors(real_settings, monkeypatch, tmp_path):

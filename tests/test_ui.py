@@ -89,6 +89,10 @@ def test_follow_up_is_condensed_with_the_history():
     ('{"question": ""}', None),
     ('{"question": 3}', None),
     ('{"question": "unclosed', None),
+    ('{"english": "Which GFPO variants exist?"}', None),
+    ('```json\n{"question": "Which GFPO variants exist?"}\n```', "Which GFPO variants exist?"),
+    ('Standalone question: {"question": "Which GFPO variants exist?"}', "Which GFPO variants exist?"),
+    ('What does {"a": 1} mean?', 'What does {"a": 1} mean?'),   # plain text that holds other JSON
     ("", None),
     ("x" * 600, None),
 ])
