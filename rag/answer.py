@@ -346,7 +346,7 @@ class Answerer:
         if missing:
             if len(self._vectors) > MAX_CACHED_SENTENCES:
                 self._vectors.clear()
-            with EmbeddingCache(cache_path(self.settings.cache_dir, self.settings.embed_model)) as cache:
+            with EmbeddingCache(cache_path(self.settings.derived_cache_dir, self.settings.embed_model)) as cache:
                 vectors, _ = embed_texts(missing, cache, self.settings)
             self._vectors.update(zip(missing, vectors))
         return [self._vectors[t] for t in texts]

@@ -42,7 +42,7 @@ def evaluate_answers(settings: Settings, questions: list[Question], model, judge
         answerer = Answerer(settings, retriever, model)
         active = [GroundingJudge(retriever)]
         if "llm" in judges:
-            active.append(LLMJudge(model, retriever, settings.cache_dir))
+            active.append(LLMJudge(model, retriever, settings.derived_cache_dir))
         for question in questions:
             row = saved.get(question.id)
             if row is None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from rag.answer import Answerer, split_plain_reply
 from rag.answer_eval import contains_all, is_correct, percentile, share
 from rag.corpus import load_corpus
-from rag.embedding import load_embed_model, model_path
+from rag.embedding import load_embed_model
 from rag.index import describe_index, ingest
 from rag.paper_model import paper_model_enabled
 from rag.retrieve import Retriever
@@ -50,17 +50,15 @@ def run_bench(settings: Settings, scale: int | None = None, seed: int = 0, eval_
               rounds: int = 2, workdir: Path | None = None, progress: bool = True, say=lambda m: None) -> dict:
     """Measure; returns the figures `rag bench --json` prints."""
     with _workdir(workdir) as work:
-        # the paper model's weights by folder, from the user's cache: derived vectors stay in the bench's
-        paper_model = str(model_path(settings.paper_model, settings.cache_dir)) \
-            if paper_model_enabled(settings) else settings.paper_model
-        bench_settings = settings.with_overrides(home=work / "home", cache_dir=work / "cache", paper_model=paper_model,
+        # the model files from the user's cache dir; derived caches (vectors) in the bench's own folder
+        bench_settings = settings.with_overrides(home=work / "home", derived_cache_dir=work / "cache",
                                                  namespace=f"bench-{os.getpid()}" if settings.chroma_url else None)
         result = {"machine": {"cores": available_cores(), "store": redact_url(settings.chroma_url or "embedded")},
                   "paper_model": settings.paper_model}
         started = time.perf_counter()
         load_embed_model(settings.embed_model, settings.embed_batch_size)   # loaded once, outside every timing
         if paper_model_enabled(settings):
-            load_embed_model(paper_model, settings.embed_batch_size, bench_settings.cache_dir)
+            load_embed_model(settings.paper_model, settings.embed_batch_size, settings.cache_dir)
         result["embed_model_load_s"] = round(time.perf_counter() - started, 2)
         paths = [_synthetic_corpus(settings, scale, seed, work / "corpus", result, say)] if scale else [settings.corpus]
         try:
@@ -74,8 +72,7 @@ def run_bench(settings: Settings, scale: int | None = None, seed: int = 0, eval_
             with Retriever(index_settings) as retriever:   # as a new process opens it: keyword index from disk
                 result["reopen_index_s"] = round(retriever.open_s, 2)
                 if not scale:
-                    answer_settings = bench_settings.with_overrides(cache_dir=settings.cache_dir)
-                    result |= compare_with_naive(answer_settings, retriever, eval_questions, rounds, say)
+                    result |= compare_with_naive(settings, retriever, eval_questions, rounds, say)
             result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         finally:
             if settings.chroma_url:
@@ -144,7 +141,7 @@ def compare_with_naive(settings: Settings, retriever: Retriever, eval_questions:
     from rag.naive import NaivePipeline
 
     questions = eval_slice(retriever, eval_questions)
-    model = open_model(settings)   # the model file from the user's cache; derived vectors stay in the bench's
+    model = open_model(settings)   # with the user's settings: the engine's verdict cached there is reused
     answerer = Answerer(retriever.settings, retriever, model)
     say(f"Answering {1 + len(questions)} questions with rag ({model.backend} {model.model})…")
     answerer.ask(WARM_UP_QUESTION)

@@ -1,6 +1,6 @@
 """Embeddings on disk by text, so no chunk text is embedded twice by the same model.
 
-One SQLite file per embedding model, cache_dir/embeddings/<model key>.sqlite3: float32
+One SQLite file per embedding model, derived_cache_dir/embeddings/<model key>.sqlite3: float32
 vectors keyed by the sha256 of the text. The model is in the file name, so one model never
 reads another's vectors; the store is not, so a rebuilt index or a second store (a Chroma
 server) reuses the vectors. Every put_many commits (WAL journal), so an ingest killed
@@ -21,9 +21,9 @@ CACHE_FORMAT = 1
 LOOKUP_CHUNK = 500  # keys per SELECT, well under SQLite's limit on bound parameters
 
 
-def cache_path(cache_dir: Path, model: str) -> Path:
+def cache_path(derived_cache_dir: Path, model: str) -> Path:
     """The cache file of embedding model `model` (a bundled name or a model folder)."""
-    return Path(cache_dir) / "embeddings" / f"{model_key(model)}.sqlite3"
+    return Path(derived_cache_dir) / "embeddings" / f"{model_key(model)}.sqlite3"
 
 
 def model_key(model: str) -> str:

@@ -48,10 +48,10 @@ def rebuild_command(portable: bool = False) -> str:
     return f"{sys.executable} -m rag.engine_build {'--portable' if portable else '--force'}"
 
 
-def check_engine(cache_dir: Path, model_path: Path, n_threads: int) -> None:
+def check_engine(derived_cache_dir: Path, model_path: Path, n_threads: int) -> None:
     """Raise EngineError unless a probe child ran this build on this CPU; a passing verdict is cached."""
     key = verdict_key(model_path, n_threads)
-    verdicts = DiskCache(Path(cache_dir) / VERDICTS_FILE)
+    verdicts = DiskCache(Path(derived_cache_dir) / VERDICTS_FILE)
     if verdicts.get(key) is not None:
         return
     result = run_probe(model_path, n_threads)

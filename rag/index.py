@@ -84,7 +84,7 @@ def ingest(settings: Settings, paths=None, progress: bool = True, rebuild: bool 
     if notify is None:
         notify = to_stderr if progress else (lambda message: None)
     with ingest_lock(settings, notify), \
-            EmbeddingCache(cache_path(settings.cache_dir, settings.embed_model)) as cache, \
+            EmbeddingCache(cache_path(settings.derived_cache_dir, settings.embed_model)) as cache, \
             open_store(settings) as store:
         if rebuild:
             store.drop()

@@ -44,12 +44,12 @@ class LLMJudge:
 
     name = "llm"
 
-    def __init__(self, model, retriever, cache_dir: Path):
+    def __init__(self, model, retriever, derived_cache_dir: Path):
         self.model = model
         self.retriever = retriever
         self.system = load_prompt("judge_system")
         self.user = load_prompt("judge_user")
-        self.cache = DiskCache(Path(cache_dir) / "judge" / "verdicts.jsonl")
+        self.cache = DiskCache(Path(derived_cache_dir) / "judge" / "verdicts.jsonl")
         hashes = prompt_hashes()
         self._identity = [model.backend, model.model, hashes["judge_system"], hashes["judge_user"]]
         self.asked = 0

@@ -81,7 +81,7 @@ class LocalModel:
 def check_local_engine(settings: Settings) -> Path:
     """The joined model file, once a child process has shown this llama.cpp build runs it here."""
     path = local_model_file(settings.cache_dir)
-    check_engine(settings.cache_dir, path, settings.threads or available_cores())
+    check_engine(settings.derived_cache_dir, path, settings.threads or available_cores())
     return path
 
 

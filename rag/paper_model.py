@@ -119,7 +119,7 @@ def embed_papers(settings: Settings, papers: list[Paper], progress: bool = False
                  notify=lambda message: None) -> list[list[float]]:
     """The paper model's vector of each paper's text, from the cache or embedded now (and cached)."""
     texts = [p.text for p in papers]
-    with EmbeddingCache(cache_path(settings.cache_dir, settings.paper_model)) as cache:
+    with EmbeddingCache(cache_path(settings.derived_cache_dir, settings.paper_model)) as cache:
         vectors = cache.get_many(texts)
         missing = sorted({t for t, v in zip(texts, vectors) if v is None}, key=len)
         if not missing:

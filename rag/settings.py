@@ -48,7 +48,8 @@ def default_home() -> Path:
 
 
 def default_cache() -> Path:
-    """Per-user cache for derived files (the joined model): $XDG_CACHE_HOME/rag, else ~/.cache/rag."""
+    """Per-user cache for the model files (and, by default, the derived caches): $XDG_CACHE_HOME/rag,
+    else ~/.cache/rag."""
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "rag"
 
@@ -75,8 +76,11 @@ class Settings:
     """Everything that configures rag. Fields that shape the index name it (see store.py)."""
 
     home: Path = _setting(None, "Where rag keeps its index and caches.", "RAG_HOME")
-    cache_dir: Path = _setting(None, "Where rag keeps derived files such as the joined local model.",
-                               "RAG_CACHE_DIR")
+    cache_dir: Path = _setting(None, "Where rag keeps the model files it joins from their part packages: the "
+                               "local LLM and the paper model (models/).", "RAG_CACHE_DIR")
+    derived_cache_dir: Path = _setting(None, "Where rag keeps what it can make again: the embedding cache "
+                                       "(embeddings/), cached translations, LLM judge verdicts and the engine's "
+                                       "test-run verdicts; unset = the cache dir.", "RAG_DERIVED_CACHE_DIR")
     corpus: Path = _setting(None, "Corpus files or folder that `rag ingest` reads by default.", "RAG_CORPUS")
     chroma_url: str | None = _setting(None, "Chroma server URL (http://HOST:PORT, or https://HOST/PATH behind a "
                                       "reverse proxy); unset = embedded store. Shown with its user-info hidden.",
@@ -151,6 +155,9 @@ class Settings:
         if self.cache_dir is None:
             object.__setattr__(self, "cache_dir", default_cache())
         object.__setattr__(self, "cache_dir", Path(self.cache_dir).expanduser())
+        if self.derived_cache_dir is None:
+            object.__setattr__(self, "derived_cache_dir", self.cache_dir)
+        object.__setattr__(self, "derived_cache_dir", Path(self.derived_cache_dir).expanduser())
         object.__setattr__(self, "home", Path(self.home).expanduser())
         object.__setattr__(self, "corpus", Path(self.corpus).expanduser())
         if self.chunk_size < 16 or not 0 <= self.chunk_overlap < self.chunk_size:

@@ -42,7 +42,7 @@ class Translator:
     def __init__(self, settings, model=None):
         self.settings = settings
         self._model = model
-        self.cache = DiskCache(settings.cache_dir / "translations.jsonl")
+        self.cache = DiskCache(settings.derived_cache_dir / "translations.jsonl")
         hashes = prompt_hashes()
         self._identity = [settings.backend, settings.model or "", hashes["translate_question"],
                           hashes["translate_answer"]]

@@ -1,4 +1,5 @@
-"""Shared fixtures: every test gets its own RAG_HOME; the real corpus is indexed once per session."""
+"""Shared fixtures: every test gets its own RAG_HOME, the session's derived caches are a temp dir (the
+model files stay in the user's cache dir), and the real corpus is indexed once per session."""
 
 import os
 from pathlib import Path
@@ -14,22 +15,31 @@ DATA = REPO / "data"
 HEADER = "论文检索"
 
 
+@pytest.fixture(scope="session")
+def derived_cache(tmp_path_factory) -> Path:
+    """The session's derived caches (embeddings, translations, verdicts): empty at the start, so no test
+    reads what the user's runs cached; filled as the session goes (real_index_home embeds data/ once)."""
+    return tmp_path_factory.mktemp("derived-cache")
+
+
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path, monkeypatch):
-    """Point rag's user-state directory at a temp dir and clear any RAG_* setting."""
+def isolated_home(tmp_path, monkeypatch, derived_cache):
+    """Point rag's user-state directory at a temp dir, its derived caches at the session's, and clear any
+    other RAG_* setting."""
     for name in list(os.environ):
         if name.startswith("RAG_"):
             monkeypatch.delenv(name)
     home = tmp_path / "rag-home"
     monkeypatch.setenv("RAG_HOME", str(home))
+    monkeypatch.setenv("RAG_DERIVED_CACHE_DIR", str(derived_cache))
     return home
 
 
 @pytest.fixture(scope="session")
-def real_index_home(tmp_path_factory) -> Path:
+def real_index_home(tmp_path_factory, derived_cache) -> Path:
     """A RAG_HOME holding the index of data/, built once for the session."""
     home = tmp_path_factory.mktemp("real-index")
-    ingest(Settings(home=home, corpus=DATA), progress=False)
+    ingest(Settings(home=home, corpus=DATA, derived_cache_dir=derived_cache), progress=False)
     return home
 
 

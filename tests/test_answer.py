@@ -461,7 +461,8 @@ def test_a_cut_text_is_not_cut_after_et_al():
 
 def test_sentence_context_gives_the_sentences_most_like_the_question_within_budget(retriever, tmp_path,
                                                                                     monkeypatch):
-    settings = retriever.settings.with_overrides(context_unit="sentence", context_tokens=40, cache_dir=tmp_path)
+    settings = retriever.settings.with_overrides(context_unit="sentence", context_tokens=40,
+                                                 derived_cache_dir=tmp_path)
     answerer = Answerer(settings, retriever, ScriptedModel())
     found = retriever.search("How long after training accuracy saturates does test accuracy jump?", k=3)
     sources = answerer.build_sources(found.hits, found.query_embedding)

@@ -150,7 +150,7 @@ def test_full_eval_run_writes_report_results_and_charts(quoting, tmp_path, capsy
 
 
 def test_llm_judge_verdicts_are_cached_and_runs_diff(quoting, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("RAG_CACHE_DIR", str(tmp_path / "cache"))   # a fresh verdict cache
+    monkeypatch.setenv("RAG_DERIVED_CACHE_DIR", str(tmp_path / "cache"))   # a fresh verdict cache
     first, second = tmp_path / "a", tmp_path / "b"
     assert main(["eval", "--types", "detail", "--judge", "llm", "--out", str(first)]) == 0
     asked = quoting.calls["judge"]

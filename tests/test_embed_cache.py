@@ -50,7 +50,7 @@ def fake_vector(text: str) -> list[float]:
 def settings(tmp_path, isolated_home) -> Settings:
     corpus = tmp_path / "corpus"
     write_synthetic_corpus(list(load_corpus([DATA]).papers), N_PAPERS, corpus)
-    return Settings(home=isolated_home, cache_dir=tmp_path / "cache", corpus=corpus, paper_model="none")
+    return Settings(home=isolated_home, derived_cache_dir=tmp_path / "cache", corpus=corpus, paper_model="none")
 
 
 @pytest.fixture
@@ -141,11 +141,11 @@ def test_another_embedding_model_never_reads_this_ones_vectors(settings, use_mod
     other = use_model(CountingEmbedModel())
     report = ingest(settings.with_overrides(embed_model="/models/another-model"), progress=False)
     assert report.cached == 0 and report.embedded == report.chunks == len(other.texts)
-    assert len(list((settings.cache_dir / "embeddings").glob("*.sqlite3"))) == 2
+    assert len(list((settings.derived_cache_dir / "embeddings").glob("*.sqlite3"))) == 2
 
 
 def test_cached_vectors_equal_the_real_models(small_corpus, tmp_path):
-    settings = Settings.from_env(corpus=small_corpus, cache_dir=tmp_path / "cache", paper_model="none")
+    settings = Settings.from_env(corpus=small_corpus, derived_cache_dir=tmp_path / "cache", paper_model="none")
     fresh = ingest(settings, progress=False)
     before = stored_vectors(settings)
     again = ingest(settings, progress=False, rebuild=True)
@@ -157,7 +157,7 @@ def test_cached_vectors_equal_the_real_models(small_corpus, tmp_path):
 def test_a_corrupt_cache_file_is_a_one_line_error_that_changes_nothing(settings, use_model):
     use_model(CountingEmbedModel())
     built = ingest(settings, progress=False)
-    path = cache_path(settings.cache_dir, settings.embed_model)
+    path = cache_path(settings.derived_cache_dir, settings.embed_model)
     for suffix in ("-wal", "-shm"):
         path.with_name(path.name + suffix).unlink(missing_ok=True)
     path.write_bytes(b"this is not an SQLite file " * 200)

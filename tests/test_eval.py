@@ -2,10 +2,12 @@
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from conftest import DATA
+import rag.llm
 from rag.cli import main
 from rag.corpus import load_corpus
 from rag.evaluation import (QUESTION_TYPES, EvalError, check_thresholds, default_question_sets, default_thresholds,
@@ -13,13 +15,35 @@ from rag.evaluation import (QUESTION_TYPES, EvalError, check_thresholds, default
 from rag.overlap import lexical_overlap
 
 PAPERS = {p.paper_id: p.text for p in load_corpus([DATA]).papers}
+TRANSLATIONS = Path(__file__).with_name("eval_translations.json")
+
+
+class RecordedTranslations:
+    """Stands in for the LLM that translates the eval's Chinese questions: it answers with the bundled
+    LLM's recorded English of each (TRANSLATIONS), and fails on any other prompt."""
+
+    backend, model = "fake", "recorded-translations"
+
+    def __init__(self):
+        self.english = json.loads(TRANSLATIONS.read_text(encoding="utf-8"))["translations"]
+
+    def stream(self, messages, schema, max_tokens):
+        prompt = messages[-1]["content"]
+        found = [english for question, english in self.english.items() if question in prompt]
+        assert found, f"no recorded translation in {TRANSLATIONS.name} for this prompt:\n{prompt}"
+        yield json.dumps({"english": found[0]})
 
 
 @pytest.fixture(scope="module")
-def compared(real_index_home):
+def compared(real_index_home, derived_cache):
+    """Every method over the test parts; the Chinese questions are searched in the LLM's recorded English,
+    so the gate reads no translation the user's runs cached and never loads the LLM."""
     from rag.settings import Settings
 
-    return evaluate(Settings(home=real_index_home), ["dense", "bm25", "rrf", "hybrid"])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rag.llm, "open_model", lambda settings: RecordedTranslations())
+        return evaluate(Settings(home=real_index_home, derived_cache_dir=derived_cache),
+                        ["dense", "bm25", "rrf", "hybrid"])
 
 
 def question_set(name):

@@ -136,9 +136,9 @@ def test_an_index_of_another_format_is_refused(small_corpus):
 
 def test_sigkill_halfway_is_repaired_by_the_next_ingest(tmp_path, isolated_home):
     """Kill an ingest of the real corpus mid-way: papers are whole or absent, the next run repairs."""
-    # an empty embedding cache of its own: with the user's cache warm, the ingest would end before the kill
+    # an empty embedding cache of its own: with the session's cache warm, the ingest would end before the kill
     env = {**os.environ, "RAG_HOME": str(isolated_home), "RAG_CORPUS": str(DATA),
-           "RAG_CACHE_DIR": str(tmp_path / "cold-cache"), "RAG_PAPER_MODEL": "none"}
+           "RAG_DERIVED_CACHE_DIR": str(tmp_path / "cold-cache"), "RAG_PAPER_MODEL": "none"}
     proc = subprocess.Popen([sys.executable, "-m", "rag", "ingest"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

@@ -18,8 +18,8 @@ from rag.settings import Settings
 
 
 @pytest.fixture(scope="session")
-def local_model():
-    return open_model(Settings())
+def local_model(derived_cache):
+    return open_model(Settings(derived_cache_dir=derived_cache))
 
 
 def ask(settings, model, question, **overrides):

@@ -63,7 +63,7 @@ def test_question_language(text, language):
 def test_translation_is_cached_and_falls_back(tmp_path):
     from rag.settings import Settings
 
-    settings = Settings(home=tmp_path, cache_dir=tmp_path / "cache")
+    settings = Settings(home=tmp_path, derived_cache_dir=tmp_path / "cache")
     model = ScriptedModel({"english": "Which papers study grokking?"}, {"english": ""})
     translator = Translator(settings, model)
     assert translator.to_english("哪些论文研究顿悟现象？") == "Which papers study grokking?"
@@ -84,8 +84,8 @@ def test_search_translates_and_names_authors(real_settings, monkeypatch, tmp_pat
     import rag.llm
     from rag.retrieve import Retriever
 
-    # fake translations stay out of ~/.cache; the paper model would be joined and run again in that cache
-    real_settings = real_settings.with_overrides(cache_dir=tmp_path, paper_model="none")
+    # fake translations stay out of the session's cache; paper vectors would be embedded again in this one
+    real_settings = real_settings.with_overrides(derived_cache_dir=tmp_path, paper_model="none")
 
     model = ScriptedModel({"english": "Which papers study grokking in transformers?"})
     monkeypatch.setattr(rag.llm, "open_model", lambda settings: model)
@@ -103,7 +103,7 @@ def test_answer_in_the_question_language(real_settings, monkeypatch, tmp_path):
     from rag.answer import Answerer
     from rag.retrieve import Retriever
 
-    real_settings = real_settings.with_overrides(cache_dir=tmp_path, paper_model="none")
+    real_settings = real_settings.with_overrides(derived_cache_dir=tmp_path, paper_model="none")
 
     sentence = "GFPO curbs length explosion by filtering sampled responses by length and token efficiency."
     model = ScriptedModel({"english": "What methods reduce reasoning length?"}, reply((sentence, [1])),

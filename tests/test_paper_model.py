@@ -47,7 +47,7 @@ def favouring(monkeypatch):
 
 
 def settings_with(small_corpus, tmp_path, **overrides) -> Settings:
-    return Settings.from_env(corpus=small_corpus, cache_dir=tmp_path / "cache", **overrides)
+    return Settings.from_env(corpus=small_corpus, derived_cache_dir=tmp_path / "cache", **overrides)
 
 
 def test_the_paper_score_is_mixed_into_the_dense_score(small_corpus, tmp_path, favouring):
@@ -73,7 +73,7 @@ def test_paper_vectors_are_embedded_at_ingest_once_and_read_from_the_cache(small
     with Retriever(settings) as retriever:
         retriever.search("compilers", k=2)
     assert len(favouring.texts) == len(SMALL_PAPERS), "a rebuild and a new process read the cached vectors"
-    with EmbeddingCache(cache_path(settings.cache_dir, FAKE_MODEL)) as cache:
+    with EmbeddingCache(cache_path(settings.derived_cache_dir, FAKE_MODEL)) as cache:
         assert len(cache) == len(SMALL_PAPERS)
 
 

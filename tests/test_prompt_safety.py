@@ -263,7 +263,7 @@ def test_judge_condense_and_translate_prompts_are_defused(tmp_path):
     condenser = ScriptedModel({"question": "q?"})
     condense_question(condenser, [Turn(f"which {payload}?", f"The papers {payload} say so [1].")], f"and {payload}?")
     translator_model = ScriptedModel({"english": "q?"}, {"sentences": ["a", "b"]})
-    translator = Translator(Settings.from_env(cache_dir=tmp_path), model=translator_model)
+    translator = Translator(Settings.from_env(derived_cache_dir=tmp_path), model=translator_model)
     translator.to_english(f"что {payload}?")
     translator.from_english([f"One {payload}.", "Two."], "Russian")
     for messages in condenser.history + translator_model.history:
@@ -306,7 +306,7 @@ def test_an_abstract_that_orders_the_model_does_not_steer_the_real_answer(tmp_pa
                                                      MOSTLY_INSTRUCTIONS)])
     settings = Settings.from_env(corpus=DATA)
     ingest(settings, paths=[DATA, attack], progress=False)
-    model = open_model(Settings())
+    model = open_model(Settings.from_env())
     with Retriever(settings) as retriever:
         answer = Answerer(settings, retriever, model).ask("what methods reduce reasoning length?")
     data = answer.to_json()
