@@ -90,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--judge", choices=["llm"],
                           help="also judge citations with the LLM (`--judge llm`, cached); the "
                           "deterministic grounding judge always runs")
-    evaluate.add_argument("--out", type=Path, help="run folder (default eval/results/<timestamp>)")
+    evaluate.add_argument("--out", type=Path, help="run folder (default eval-results/<timestamp> in the current "
+                          "directory)")
     evaluate.add_argument("--resume", action="store_true", help="continue an interrupted run in --out DIR: "
                           "answers it saved (answers.jsonl) with the same settings are not asked again")
     evaluate.add_argument("--thresholds", type=Path, help="fail (exit 1) below the floors in this JSON file")
@@ -376,7 +377,7 @@ def run_eval(args) -> int:
         raise UsageError(f"unknown retrieval method {unknown[0] if unknown else args.compare!r}: "
                          f"use {', '.join(RETRIEVAL_METHODS)}")
     stamp = time.strftime("%Y%m%d-%H%M%S") + ("-retrieval" if args.retrieval_only else "")
-    out = args.out or evaluation.default_questions().parent / "results" / stamp
+    out = args.out or Path("eval-results") / stamp
     progress = EvalProgress()
     started = time.perf_counter()
     try:

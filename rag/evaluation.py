@@ -24,7 +24,7 @@ from rag.errors import RagError, UsageError
 from rag.overlap import lexical_overlap, quartiles
 from rag.prompts import prompt_hashes
 from rag.retrieve import Retriever
-from rag.settings import PACKAGE_DIR, SECRET_SETTINGS, URL_SETTINGS, Settings
+from rag.settings import PACKAGE_DIR, SECRET_SETTINGS, URL_SETTINGS, Settings, bundled_dir
 from rag.store import index_shape
 from rag.urls import redact_url
 
@@ -57,12 +57,12 @@ class Question:
 
 
 def default_questions() -> Path:
-    return PACKAGE_DIR.parent / "eval" / QUESTION_SETS["lexical"]
+    return bundled_dir("eval") / QUESTION_SETS["lexical"]
 
 
 def default_question_sets() -> dict[str, Path]:
-    """Set name -> questions file, for every set in eval/."""
-    return {name: PACKAGE_DIR.parent / "eval" / file for name, file in QUESTION_SETS.items()}
+    """Set name -> questions file, for every set in eval/ (rag/eval in an installed wheel)."""
+    return {name: bundled_dir("eval") / file for name, file in QUESTION_SETS.items()}
 
 
 def split_part(questions: list[Question], part: str, seed: int = SPLIT_SEED) -> list[Question]:
@@ -83,7 +83,7 @@ def split_part(questions: list[Question], part: str, seed: int = SPLIT_SEED) -> 
 
 
 def default_thresholds() -> Path:
-    return PACKAGE_DIR.parent / "eval" / "thresholds.json"
+    return bundled_dir("eval") / "thresholds.json"
 
 
 def load_questions(path: Path, known_ids: set[str]) -> list[Question]:

@@ -54,12 +54,18 @@ def default_cache() -> Path:
     return Path(base) / "rag"
 
 
-def bundled_corpus() -> Path:
-    """The corpus shipped with rag: data/ in a checkout, rag/data in an installed wheel."""
-    for candidate in (PACKAGE_DIR.parent / "data", PACKAGE_DIR / "data"):
+def bundled_dir(name: str) -> Path:
+    """A folder shipped with rag: rag/name in an installed wheel (pyproject.toml maps it there), name/
+    beside the package in a checkout."""
+    for candidate in (PACKAGE_DIR / name, PACKAGE_DIR.parent / name):
         if candidate.is_dir():
             return candidate
-    return PACKAGE_DIR.parent / "data"
+    return PACKAGE_DIR.parent / name
+
+
+def bundled_corpus() -> Path:
+    """The corpus shipped with rag: data/ in a checkout, rag/data in an installed wheel."""
+    return bundled_dir("data")
 
 
 def available_cores() -> int:

@@ -190,6 +190,15 @@ def test_cli_eval_measures_the_retrieval_method_answers_use(real_index_home, mon
     assert list(results["sets"]["lexical"]["methods"]) == ["dense"]
 
 
+def test_cli_eval_writes_its_run_under_the_current_directory(real_index_home, monkeypatch, capsys, tmp_path):
+    """Not into eval/ beside the package, which is the installed tree when rag is installed."""
+    monkeypatch.setenv("RAG_HOME", str(real_index_home))
+    monkeypatch.chdir(tmp_path)
+    assert main(["eval", "--retrieval-only", "--types", "author"]) == 0
+    [run] = (tmp_path / "eval-results").iterdir()
+    assert (run / "results.json").is_file() and f"to {run.relative_to(tmp_path)} in" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("argv, message", [
     (["eval", "--retrieval-only", "--types", "trivia"], "unknown question type 'trivia'"),
     (["eval", "--resume"], "--resume needs --out DIR"),

@@ -7,7 +7,7 @@ claims.py (MIN_SOURCE_RELEVANCE, SCORE_MARGIN, SINGLE_PAPER_MARGIN; grids from t
 variables GATES, SOURCE_FLOORS, SCORE_MARGINS, SINGLE_MARGINS, comma-separated), scores the answers
 as `rag eval` does, and prints the figures per combination, then the best by accuracy:
 
-    .venv/bin/python tests/tune_answer_floors.py eval/results/<the tune run>
+    .venv/bin/python tests/tune_answer_floors.py eval-results/<the tune run>
 
 Questions the model refused, or that the score gate kept from the model, keep their
 outcome. Answers in other languages are scored on their checked English sentences
