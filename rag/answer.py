@@ -26,14 +26,14 @@ from rag.claims import (MIN_SOURCE_RELEVANCE, ONE_PAPER_FOR_ONE_QUESTION, SCORE_
                         not_stated_claim, quoted_claim, words_after_numbers, written_names)
 from rag.corpus import Paper, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
+from rag.embedding import embed_texts
 from rag.grounding import GroundingChecker, cosine, numbers
-from rag.index import embed_texts, token_encoding
 from rag.llm import BackendError
 from rag.mentions import MentionIndex
 from rag.prompt_safety import Screened, defuse, remove_instructions, screen
 from rag.prompts import load_prompt
 from rag.retrieve import Filters, Hit, Retriever
-from rag.settings import Settings
+from rag.settings import Settings, token_encoding
 from rag.translate import question_language
 
 CANNOT_ANSWER = "The provided papers do not answer this question."
@@ -680,5 +680,5 @@ def _integers(text: str) -> list[int]:
 
 
 def count_tokens(text: str) -> int:
-    """Tokens of index.token_encoding(), the unit chunks are cut in (the budget's unit)."""
+    """Tokens of settings.token_encoding(), the unit chunks are cut in (the budget's unit)."""
     return len(token_encoding().encode(text))

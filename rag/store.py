@@ -2,10 +2,13 @@
 
 Names the collection from a hash of the settings that shape it, so changing the
 embedding model or the chunking opens a new index and never a stale one, and checks
-the format version written into the collection. Knows nothing of papers or chunks.
+the format version written into the collection. Also the chunk record: the metadata each
+stored chunk carries for its paper, the Paper rebuilt from it, and the papers a collection
+holds; what goes into a collection and when is rag.ingest's job.
 """
 
 import atexit
+import dataclasses
 import functools
 import hashlib
 import json
@@ -15,13 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from rag.corpus import PARSER_VERSION
+from rag.corpus import PARSER_VERSION, Paper, clean_text, name_tokens
 from rag.errors import StoreError
 from rag.settings import TOKENIZER, Settings
 from rag.urls import CHROMA_URL, check_token, check_url, redact_url
 
 INDEX_FORMAT = 1
 COLLECTION_PREFIX = "rag-papers-"
+READ_PAGE = 5000   # chunks read per Chroma call
 
 
 def index_shape(settings: Settings) -> dict:
@@ -173,3 +177,60 @@ def _server_error(err: Exception, where: str, token: str | None) -> StoreError:
 def _first_line(err: Exception) -> str:
     text = str(err).strip() or type(err).__name__
     return text.splitlines()[0]
+
+
+def fingerprint(paper: Paper) -> str:
+    """Hash of everything stored about a paper: any change means its chunks are rewritten."""
+    record = json.dumps(dataclasses.asdict(paper), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(record.encode()).hexdigest()[:16]
+
+
+def chunk_metadata(paper: Paper, number: int, n_chunks: int) -> dict:
+    """The paper's metadata as carried by each of its chunks (Chroma takes no None values)."""
+    meta = {
+        "paper_id": paper.paper_id, "chunk": number, "n_chunks": n_chunks,
+        "fingerprint": fingerprint(paper), "label": paper.label,
+        "authors": list(paper.authors), "authors_truncated": paper.authors_truncated,
+        "author_tokens": sorted({t for a in paper.authors for t in name_tokens(a)}),
+        "abstract": paper.abstract,
+        "source_file": paper.source_file, "position": paper.position, "line": paper.line,
+        "source": paper.source,
+    }
+    if paper.category is not None:
+        meta["category"] = paper.category
+    if paper.urls:
+        meta["urls"] = list(paper.urls)
+    return meta
+
+
+def paper_from_metadata(meta: dict) -> Paper:
+    """Rebuild the Paper a chunk belongs to from its metadata."""
+    return Paper(
+        paper_id=meta["paper_id"], authors=tuple(meta["authors"]),
+        authors_truncated=bool(meta["authors_truncated"]), category=meta.get("category"),
+        abstract=meta["abstract"], text=clean_text(meta["abstract"]), source_file=meta["source_file"],
+        position=int(meta["position"]), line=int(meta["line"]), label=meta["label"],
+        urls=tuple(meta.get("urls") or ()),
+    )
+
+
+def stored_papers(collection) -> list[Paper]:
+    """Every paper in the collection, in corpus order."""
+    papers = [paper_from_metadata(m) for m in read_all(collection, where={"chunk": 0})]
+    return sorted(papers, key=lambda p: (p.source_file, p.position))
+
+
+def read_all(collection, where=None):
+    """Yield every chunk's metadata, a page at a time."""
+    offset = 0
+    while True:
+        page = collection.get(where=where, include=["metadatas"], limit=READ_PAGE, offset=offset)
+        yield from page["metadatas"]
+        if len(page["ids"]) < READ_PAGE:
+            return
+        offset += READ_PAGE
+
+
+def paper_id_of_chunk(chunk_id: str) -> str:
+    """'3c004e0ee1985776-2' -> '3c004e0ee1985776': chunk ids are `{paper_id}-{number}`."""
+    return chunk_id.rsplit("-", 1)[0]

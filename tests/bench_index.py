@@ -13,7 +13,7 @@ from servers import chroma_server
 
 from rag.bench import measure_search
 from rag.embedding import load_embed_model
-from rag.index import describe_index, ingest
+from rag.ingest import describe_index, ingest
 from rag.retrieve import Retriever
 from rag.settings import Settings
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rag import llm
-from rag.index import ingest
+from rag.ingest import ingest
 from rag.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent

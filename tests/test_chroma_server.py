@@ -15,7 +15,7 @@ from rag import doctor
 from rag.cli import main
 from rag.corpus import load_corpus
 from rag.errors import StoreError, UsageError
-from rag.index import describe_index, ingest
+from rag.ingest import describe_index, ingest
 from rag.retrieve import Retriever
 from rag.settings import Settings
 from rag.store import open_store, parse_chroma_url

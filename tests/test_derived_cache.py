@@ -4,7 +4,7 @@ from pathlib import Path
 
 from fakes import ScriptedModel
 from rag import llm
-from rag.index import ingest
+from rag.ingest import ingest
 from rag.settings import Settings, default_cache
 from rag.translate import Translator
 

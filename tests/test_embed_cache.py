@@ -5,18 +5,19 @@ import hashlib
 import numpy as np
 import pytest
 
-import rag.index
+import rag.embedding
+import rag.ingest
 from conftest import DATA
 from rag.corpus import load_corpus
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.errors import StoreError
-from rag.index import ingest
+from rag.ingest import ingest
 from rag.settings import Settings
 from rag.store import open_store
 from rag.synthetic import write_synthetic_corpus
 
 N_PAPERS = 40
-BATCH = rag.index.papers_per_batch(N_PAPERS)  # 5 batches
+BATCH = rag.ingest.papers_per_batch(N_PAPERS)  # 5 batches
 
 
 class Interrupted(Exception):
@@ -57,7 +58,7 @@ def settings(tmp_path, isolated_home) -> Settings:
 def use_model(monkeypatch):
     """Make ingest embed with the given fake model; returns the setter."""
     def use(model):
-        monkeypatch.setattr(rag.index, "load_embed_model", lambda name, batch_size: model)
+        monkeypatch.setattr(rag.embedding, "load_embed_model", lambda name, batch_size: model)
         return model
     return use
 
@@ -170,7 +171,7 @@ def test_a_corrupt_cache_file_is_a_one_line_error_that_changes_nothing(settings,
 
 @pytest.mark.parametrize("n_papers, size", [(3, 8), (80, 8), (1_000, 25), (10_000, 250), (50_000, 256)])
 def test_big_ingests_write_bigger_batches(n_papers, size):
-    assert rag.index.papers_per_batch(n_papers) == size
+    assert rag.ingest.papers_per_batch(n_papers) == size
 
 
 def test_a_cached_vector_of_the_wrong_size_is_a_miss(tmp_path):

@@ -16,7 +16,7 @@ from conftest import REPO, write_corpus
 from rag import ingest_lock as lock_module
 from rag.cli import main
 from rag.errors import StoreError
-from rag.index import _stored_papers, ingest
+from rag.ingest import _stored_papers, ingest
 from rag.ingest_lock import FileLock, ServerLock, ingest_lock
 from rag.retrieve import Retriever
 from rag.settings import Settings

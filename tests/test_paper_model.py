@@ -13,7 +13,7 @@ from conftest import SMALL_PAPERS
 from rag.cli import main
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.errors import ModelError, UsageError
-from rag.index import ingest
+from rag.ingest import ingest
 from rag.retrieve import Retriever
 from rag.settings import Settings
 

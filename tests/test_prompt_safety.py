@@ -298,7 +298,7 @@ def test_the_sources_panel_notes_instructions_left_out(tmp_path):
 def test_an_abstract_that_orders_the_model_does_not_steer_the_real_answer(tmp_path):
     """data/ plus a paper whose abstract orders the model to cite it and claim 99%: the answer
     is the one without that paper (GFPO, Shrivastava et al.), never the attack's."""
-    from rag.index import ingest
+    from rag.ingest import ingest
     from rag.llm import open_model
     from rag.retrieve import Retriever
 

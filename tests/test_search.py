@@ -112,19 +112,19 @@ def test_first_search_on_an_empty_index_ingests_the_corpus(tmp_path):
 
 
 def test_the_keyword_index_is_kept_on_disk_and_rebuilt_when_the_papers_change(tmp_path, monkeypatch):
-    from rag import keyword
+    from rag import keyword_index
     from rag.corpus import load_corpus
 
     papers = list(load_corpus([DATA]).papers)
-    built = keyword.KeywordIndex(papers, tmp_path)
+    built = keyword_index.KeywordIndex(papers, tmp_path)
     saved = list(tmp_path.iterdir())
-    assert [p.name for p in saved] == [keyword.papers_key(papers)] and (saved[0] / "complete").is_file()
-    monkeypatch.setattr(keyword, "_build", lambda papers: pytest.fail("rebuilt an index that was saved"))
-    again = keyword.KeywordIndex(papers, tmp_path)
+    assert [p.name for p in saved] == [keyword_index.papers_key(papers)] and (saved[0] / "complete").is_file()
+    monkeypatch.setattr(keyword_index, "_build", lambda papers: pytest.fail("rebuilt an index that was saved"))
+    again = keyword_index.KeywordIndex(papers, tmp_path)
     assert again.scores("Which papers study grokking?", 5) == built.scores("Which papers study grokking?", 5)
     monkeypatch.undo()
-    fewer = keyword.KeywordIndex(papers[:40], tmp_path)
-    assert [p.name for p in tmp_path.iterdir()] == [keyword.papers_key(papers[:40])]   # the old one is gone
+    fewer = keyword_index.KeywordIndex(papers[:40], tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [keyword_index.papers_key(papers[:40])]   # the old one is gone
     assert set(fewer.scores("Which papers study grokking?", 80)) <= {p.paper_id for p in papers[:40]}
 
 

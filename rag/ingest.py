@@ -16,20 +16,18 @@ only what it never embedded. The paper model's vectors (rag.paper_model) are fil
 into that cache only.
 """
 
-import dataclasses
-import hashlib
 import json
 import sys
 import time
 from dataclasses import dataclass
 
-from rag.corpus import Corpus, Paper, clean_text, load_corpus, name_tokens
+from rag.corpus import Corpus, Paper, load_corpus
 from rag.embed_cache import EmbeddingCache, cache_path
-from rag.embedding import load_embed_model
+from rag.embedding import embed_texts
 from rag.paper_model import embed_papers, paper_model_enabled
 from rag.prompt_safety import instruction_warnings
-from rag.settings import TOKENIZER, Settings
-from rag.store import Store, embedded_path, open_store
+from rag.settings import Settings, token_encoding
+from rag.store import Store, chunk_metadata, embedded_path, fingerprint, open_store, read_all, stored_papers
 
 # Papers written per Chroma call: about 1/40 of an ingest, 8 to 256. Each embedded upsert
 # costs ~33 ms besides its chunks (measured at 10k papers: batches of 8 took 80 s, of 256
@@ -37,7 +35,6 @@ from rag.store import Store, embedded_path, open_store
 MIN_PAPERS_PER_BATCH = 8
 MAX_PAPERS_PER_BATCH = 256
 BATCHES_PER_INGEST = 40
-READ_PAGE = 5000
 
 
 @dataclass(frozen=True)
@@ -160,31 +157,6 @@ def papers_per_batch(n_papers: int) -> int:
     return max(MIN_PAPERS_PER_BATCH, min(MAX_PAPERS_PER_BATCH, n_papers // BATCHES_PER_INGEST))
 
 
-def embed_texts(texts: list[str], cache: EmbeddingCache, settings: Settings) -> tuple[list[list[float]], int]:
-    """A vector per text: from the cache where it has one, else embedded now and cached.
-
-    Returns the vectors and how many of them the cache lacked (a text repeated in `texts`
-    is embedded once). Missing texts go to the model shortest first, so each of its
-    batches pads little. The model is loaded only when something is missing, so an
-    ingest served wholly from the cache never loads it."""
-    vectors = cache.get_many(texts)
-    missing = [t for t, v in zip(texts, vectors) if v is None]
-    if not missing:
-        return vectors, 0
-    unique = sorted(dict.fromkeys(missing), key=len)
-    embed_model = load_embed_model(settings.embed_model, settings.embed_batch_size)
-    fresh = dict(zip(unique, embed_model.get_text_embedding_batch(unique)))
-    cache.put_many(unique, [fresh[t] for t in unique])
-    return [v if v is not None else fresh[t] for t, v in zip(texts, vectors)], len(missing)
-
-
-def token_encoding():
-    """tiktoken's TOKENIZER encoding: the unit of chunk sizes here and of prompt budgets (answer.count_tokens)."""
-    import tiktoken
-
-    return tiktoken.get_encoding(TOKENIZER)
-
-
 def make_splitter(settings: Settings):
     """llama-index's sentence-aware splitter, counting tokens with token_encoding()."""
     from llama_index.core.node_parser import SentenceSplitter
@@ -193,66 +165,14 @@ def make_splitter(settings: Settings):
                             tokenizer=token_encoding().encode)
 
 
-def fingerprint(paper: Paper) -> str:
-    """Hash of everything stored about a paper: any change means its chunks are rewritten."""
-    record = json.dumps(dataclasses.asdict(paper), sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(record.encode()).hexdigest()[:16]
-
-
-def chunk_metadata(paper: Paper, number: int, n_chunks: int) -> dict:
-    """The paper's metadata as carried by each of its chunks (Chroma takes no None values)."""
-    meta = {
-        "paper_id": paper.paper_id, "chunk": number, "n_chunks": n_chunks,
-        "fingerprint": fingerprint(paper), "label": paper.label,
-        "authors": list(paper.authors), "authors_truncated": paper.authors_truncated,
-        "author_tokens": sorted({t for a in paper.authors for t in name_tokens(a)}),
-        "abstract": paper.abstract,
-        "source_file": paper.source_file, "position": paper.position, "line": paper.line,
-        "source": paper.source,
-    }
-    if paper.category is not None:
-        meta["category"] = paper.category
-    if paper.urls:
-        meta["urls"] = list(paper.urls)
-    return meta
-
-
-def paper_from_metadata(meta: dict) -> Paper:
-    """Rebuild the Paper a chunk belongs to from its metadata."""
-    return Paper(
-        paper_id=meta["paper_id"], authors=tuple(meta["authors"]),
-        authors_truncated=bool(meta["authors_truncated"]), category=meta.get("category"),
-        abstract=meta["abstract"], text=clean_text(meta["abstract"]), source_file=meta["source_file"],
-        position=int(meta["position"]), line=int(meta["line"]), label=meta["label"],
-        urls=tuple(meta.get("urls") or ()),
-    )
-
-
-def stored_papers(collection) -> list[Paper]:
-    """Every paper in the collection, in corpus order."""
-    papers = [paper_from_metadata(m) for m in _read_all(collection, where={"chunk": 0})]
-    return sorted(papers, key=lambda p: (p.source_file, p.position))
-
-
 def _stored_papers(collection) -> dict[str, _StoredPaper]:
     found: dict[str, list] = {}
-    for meta in _read_all(collection):
+    for meta in read_all(collection):
         entry = found.setdefault(meta["paper_id"], [meta["fingerprint"], meta["n_chunks"], 0])
         if entry[0] != meta["fingerprint"]:
             entry[0] = "mixed"
         entry[2] += 1
     return {pid: _StoredPaper(*entry) for pid, entry in found.items()}
-
-
-def _read_all(collection, where=None):
-    """Yield every chunk's metadata, a page at a time."""
-    offset = 0
-    while True:
-        page = collection.get(where=where, include=["metadatas"], limit=READ_PAGE, offset=offset)
-        yield from page["metadatas"]
-        if len(page["ids"]) < READ_PAGE:
-            return
-        offset += READ_PAGE
 
 
 @dataclass(frozen=True)
@@ -304,6 +224,3 @@ def _folder_size(path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
 
 
-def paper_id_of_chunk(chunk_id: str) -> str:
-    """'3c004e0ee1985776-2' -> '3c004e0ee1985776': chunk ids are `{paper_id}-{number}`."""
-    return chunk_id.rsplit("-", 1)[0]

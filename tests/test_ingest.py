@@ -13,8 +13,8 @@ from conftest import DATA, SMALL_PAPERS, write_corpus
 from file_access import as_ordinary_user
 from rag.cli import main
 from rag.errors import CorpusError, StoreError
-from rag.index import _stored_papers, ingest, token_encoding
-from rag.settings import Settings
+from rag.ingest import _stored_papers, ingest
+from rag.settings import Settings, token_encoding
 from rag.store import collection_name, index_shape, open_store
 
 
