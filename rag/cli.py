@@ -362,11 +362,11 @@ def format_result(result) -> str:
 
 
 def run_eval(args) -> int:
-    from rag import eval_report, evaluation
+    from rag.eval import report, run
     from rag.settings import RETRIEVAL_METHODS
 
     if args.diff:
-        print(eval_report.diff_runs(*(eval_report.load_run(path) for path in args.diff)))
+        print(report.diff_runs(*(report.load_run(path) for path in args.diff)))
         return 0
     if args.resume and not args.out:
         raise UsageError("--resume needs --out DIR: the folder of the run to continue")
@@ -382,18 +382,18 @@ def run_eval(args) -> int:
     started = time.perf_counter()
     try:
         question_sets = {args.questions.stem: args.questions} if args.questions else None
-        results = evaluation.evaluate(settings, methods, question_sets, types=_list_option(args.types),
-                                      split=args.split, answers=not args.retrieval_only,
-                                      judges=["grounding"] + ([args.judge] if args.judge else []),
-                                      progress=progress.retrieval, answer_progress=progress.answer,
-                                      out=out, resume=args.resume)
+        results = run.evaluate(settings, methods, question_sets, types=_list_option(args.types),
+                               split=args.split, answers=not args.retrieval_only,
+                               judges=["grounding"] + ([args.judge] if args.judge else []),
+                               progress=progress.retrieval, answer_progress=progress.answer,
+                               out=out, resume=args.resume)
     finally:
         progress.close()
-    written = eval_report.write_run(results, out)
-    print(eval_report.summary(results))
+    written = report.write_run(results, out)
+    print(report.summary(results))
     print(f"\nWrote {', '.join(path.name for path in written)} to {out} in {time.perf_counter() - started:.0f} s")
     if args.thresholds:
-        failures = evaluation.check_thresholds(results, json.loads(args.thresholds.read_text(encoding="utf-8")))
+        failures = run.check_thresholds(results, json.loads(args.thresholds.read_text(encoding="utf-8")))
         for failure in failures:
             _say(f"rag: below threshold: {failure}")
         return 1 if failures else 0
@@ -461,7 +461,7 @@ def run_ui(args) -> int:
 
 
 def run_bench(args) -> int:
-    from rag.bench import format_table, run_bench as bench, to_json
+    from rag.bench.measure import format_table, run_bench as bench, to_json
 
     if args.scale is not None and args.scale < 1:
         raise UsageError(f"--scale must be at least 1 paper, got {args.scale}")

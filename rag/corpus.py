@@ -403,7 +403,7 @@ def fold(text: str) -> str:
 
     The one accent and case folding of names and search words (mentions, claims, keyword, overlap).
     prompt_safety.fold is another rule for another job (finding disguised prompt tags: look-alike
-    letters mapped, invisible characters dropped), as is answer_eval.normalise (expected strings)."""
+    letters mapped, invisible characters dropped), as is eval.answers.normalise (expected strings)."""
     decomposed = unicodedata.normalize("NFKD", text)
     bare = "".join(c for c in decomposed if not unicodedata.combining(c))
     return bare.replace("ł", "l").replace("Ł", "L").replace("ß", "ss").casefold()

@@ -27,6 +27,12 @@ class CorpusError(RagError):
         super().__init__(f"{self.path}:{line}: {problem}")
 
 
+class EvalError(RagError):
+    """A questions file breaks the format, or names papers the index does not hold."""
+
+    exit_code = 2
+
+
 class StoreError(RagError):
     """The vector store cannot be opened, reached or read."""
 

@@ -1,6 +1,6 @@
 """Make corpus and user text safe to put in a prompt: delimiter tags defused, instructions found.
 
-Two rules live here and nowhere else; every prompt builder (answer.py, judge.py, conversation.py,
+Two rules live here and nowhere else; every prompt builder (answer.py, eval/judge.py, conversation.py,
 translate.py) and the ingest report's warnings (ingest.py) call them:
 
 - `defuse(text)` neutralises every tag-like sequence that could read as one of the prompts'

@@ -55,17 +55,19 @@ def default_cache() -> Path:
 
 
 def token_encoding():
-    """tiktoken's TOKENIZER encoding: the unit of chunk sizes (ingest.make_splitter) and of prompt budgets (answer.count_tokens)."""
+    """tiktoken's TOKENIZER encoding: the unit of chunk sizes (ingest.make_splitter) and of prompt
+    budgets (answer.count_tokens)."""
     import tiktoken
 
     return tiktoken.get_encoding(TOKENIZER)
 
 
-def bundled_dir(name: str) -> Path:
+def bundled_dir(name: str, holding: str | None = None) -> Path:
     """A folder shipped with rag: rag/name in an installed wheel (pyproject.toml maps it there), name/
-    beside the package in a checkout."""
+    beside the package in a checkout; with `holding`, the one that holds that file (rag/eval is
+    also a package of code)."""
     for candidate in (PACKAGE_DIR / name, PACKAGE_DIR.parent / name):
-        if candidate.is_dir():
+        if candidate.is_dir() and (holding is None or (candidate / holding).is_file()):
             return candidate
     return PACKAGE_DIR.parent / name
 

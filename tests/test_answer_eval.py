@@ -5,10 +5,10 @@ import json
 import pytest
 
 from fakes import QuotingModel
-from rag.answer_eval import alce_scores, contains_all, percentile, score_answer, share, summarise
+from rag.eval.answers import alce_scores, contains_all, percentile, score_answer, share, summarise
 from rag.cli import main
-from rag.evaluation import Question
-from rag.judge import parse_verdict
+from rag.eval.questions import Question
+from rag.eval.judge import parse_verdict
 
 
 def test_alce_recall_and_precision():
@@ -174,7 +174,7 @@ def test_diff_of_a_folder_that_is_no_run_is_one_line(tmp_path, capsys):
 
 
 def test_resuming_a_checkpoint_written_with_other_settings_is_refused(tmp_path):
-    from rag.answer_eval import Checkpoint
+    from rag.eval.answers import Checkpoint
     from rag.errors import UsageError
 
     old = Checkpoint(tmp_path / "answers.jsonl", "key-a")
@@ -187,7 +187,7 @@ def test_resuming_a_checkpoint_written_with_other_settings_is_refused(tmp_path):
 
 
 def test_a_checkpoint_line_cut_inside_a_character_is_asked_again(tmp_path):
-    from rag.answer_eval import Checkpoint
+    from rag.eval.answers import Checkpoint
 
     checkpoint = Checkpoint(tmp_path / "answers.jsonl", "key-a")
     checkpoint.start()

@@ -11,8 +11,9 @@ from conftest import DATA
 from fakes import QuotingModel
 from servers import chroma_server
 
-from rag import bench, cli, llm
-from rag.naive import NaiveAnswer
+from rag import cli, llm
+from rag.bench import measure
+from rag.bench.naive import NaiveAnswer
 from rag.settings import Settings
 from rag.store import open_store
 
@@ -27,7 +28,7 @@ def quoting_model(monkeypatch):
 def test_bench_measures_both_pipelines_side_by_side(quoting_model, tmp_path):
     user = Settings(home=tmp_path / "user-home", cache_dir=tmp_path / "user-cache", corpus=DATA, translate="off",
                     paper_model="none")
-    result = bench.run_bench(user, eval_questions=7, rounds=1, progress=False)
+    result = measure.run_bench(user, eval_questions=7, rounds=1, progress=False)
     assert result["papers"] == 80 and result["chunks"] >= 80
     assert result["ingest_embedded_chunks"] == result["chunks"] and result["ingest_cached_chunks"] == 0
     assert result["ingest_cached_embedded"] == 0        # the rebuild took every vector from the cache
@@ -39,10 +40,10 @@ def test_bench_measures_both_pipelines_side_by_side(quoting_model, tmp_path):
     assert result["questions"] == 8 and result["naive"]["example"]["first_token_s"] is not None
     assert quoting_model.calls["answer"] >= 8
     assert result["grounding"]["ours"]["n"] == 7 == len(result["grounding"]["questions"])
-    ratio = bench.ratios(result)
+    ratio = measure.ratios(result)
     assert ratio["first_token_s"] == round(result["first_token_s"] / result["naive"]["first_token_s"], 2)
     assert not (tmp_path / "user-home").exists() and not (tmp_path / "user-cache" / "embeddings").exists()
-    table = bench.format_table(result)
+    table = measure.format_table(result)
     assert "| search p50 ms (warm) |" in table and "Grounding on 7 eval questions" in table
 
 
@@ -53,7 +54,7 @@ def test_grounding_summary_scores_both_pipelines_alike():
         {"answerable": True, "answered": False, "grounded": [], "cited_ok": [], "expected": False, "correct": False},
         {"answerable": False, "answered": False, "grounded": [], "cited_ok": [], "expected": None, "correct": True},
     ]
-    assert bench.grounding_summary(rows) == {"n": 3, "answered": 0.5, "unanswerable_abstained": 1.0,
+    assert measure.grounding_summary(rows) == {"n": 3, "answered": 0.5, "unanswerable_abstained": 1.0,
                                              "grounded_sentences": 0.5, "cited_and_supported": 0.5,
                                              "expected_found": 0.5, "correct": 0.667}
 
@@ -73,14 +74,14 @@ def test_bench_at_scale_on_a_chroma_server_leaves_the_servers_other_indexes_alon
                         paper_model="none")
         with open_store(user) as store:
             store.collection(create=True).add(ids=["keep"], embeddings=[[0.1] * 384], documents=["mine"])
-        result = bench.run_bench(user, scale=120, rounds=1, progress=False, workdir=tmp_path / "work")
+        result = measure.run_bench(user, scale=120, rounds=1, progress=False, workdir=tmp_path / "work")
         assert result["papers"] == 120 and result["synthetic"]["papers"] == 120
         assert result["search_p50_ms"] > 0 and "naive" not in result and quoting_model.calls["answer"] == 0
         with open_store(user) as store:
             names = [c.name for c in store.client.list_collections()]
             assert names == [store.name] and store.collection(create=False).count() == 1
     # the work folder stays: a second run resumes from the embedding cache instead of embedding again
-    again = bench.run_bench(Settings(home=tmp_path / "home", cache_dir=tmp_path / "cache", corpus=DATA,
+    again = measure.run_bench(Settings(home=tmp_path / "home", cache_dir=tmp_path / "cache", corpus=DATA,
                                      paper_model="none"),
                             scale=120, rounds=1, progress=False, workdir=tmp_path / "work")
     assert again["ingest_embedded_chunks"] == 0 and again["ingest_cached_chunks"] == again["chunks"]

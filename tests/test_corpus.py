@@ -102,7 +102,7 @@ def test_clean_text(raw, cleaned):
     ("Fig.A", "Fig.A"), ("x.AI", "x.AI"),       # needs a lower-case letter before and a word after
 ])
 def test_unglue_parts_glued_sentences_for_clean_text_and_the_synthetic_corpus(word, parted):
-    from rag.synthetic import split_sentences as raw_sentences
+    from rag.bench.synthetic import split_sentences as raw_sentences
 
     assert unglue(word) == parted
     assert " ".join(raw_sentences(f"We try {word} now.")) == f"We try {parted} now."

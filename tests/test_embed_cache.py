@@ -14,7 +14,7 @@ from rag.errors import StoreError
 from rag.ingest import ingest
 from rag.settings import Settings
 from rag.store import open_store
-from rag.synthetic import write_synthetic_corpus
+from rag.bench.synthetic import write_synthetic_corpus
 
 N_PAPERS = 40
 BATCH = rag.ingest.papers_per_batch(N_PAPERS)  # 5 batches

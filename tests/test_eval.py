@@ -10,9 +10,11 @@ from conftest import DATA
 import rag.llm
 from rag.cli import main
 from rag.corpus import load_corpus
-from rag.evaluation import (QUESTION_TYPES, EvalError, check_thresholds, default_question_sets, default_thresholds,
-                            evaluate, load_questions, question_overlaps, score_ranking, split_part)
-from rag.overlap import lexical_overlap
+from rag.errors import EvalError
+from rag.eval.questions import QUESTION_TYPES, default_question_sets, default_thresholds, load_questions, split_part
+from rag.eval.retrieval import question_overlaps, score_ranking
+from rag.eval.overlap import lexical_overlap
+from rag.eval.run import check_thresholds, evaluate
 
 PAPERS = {p.paper_id: p.text for p in load_corpus([DATA]).papers}
 TRANSLATIONS = Path(__file__).with_name("eval_translations.json")

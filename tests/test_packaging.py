@@ -32,7 +32,7 @@ def test_the_wheel_ships_the_eval_sets_and_thresholds(wheel):
 def test_an_installed_rag_finds_its_eval_sets_inside_the_package(wheel, tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(tmp_path / "site")
-    show = ("import json; from rag.evaluation import default_question_sets, default_thresholds; "
+    show = ("import json; from rag.eval.questions import default_question_sets, default_thresholds; "
             "print(json.dumps([str(p) for p in [*default_question_sets().values(), default_thresholds()]]))")
     done = subprocess.run([sys.executable, "-c", show], capture_output=True, text=True, timeout=300, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(tmp_path / "site")})

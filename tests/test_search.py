@@ -129,7 +129,7 @@ def test_the_keyword_index_is_kept_on_disk_and_rebuilt_when_the_papers_change(tm
 
 
 def english_eval_questions():
-    from rag.evaluation import default_question_sets, load_questions
+    from rag.eval.questions import default_question_sets, load_questions
 
     papers = {p.paper_id for p in load_corpus_papers()}
     return [q for path in default_question_sets().values() for q in load_questions(path, papers) if q.lang == "en"]

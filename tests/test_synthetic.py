@@ -6,7 +6,7 @@ import pytest
 
 from conftest import DATA
 from rag.corpus import load_corpus
-from rag.synthetic import name_pools, sentence_pool, split_sentences, write_synthetic_corpus
+from rag.bench.synthetic import name_pools, sentence_pool, split_sentences, write_synthetic_corpus
 
 NAME = re.compile(r"[^\W\d_][\w'’-]*( [^\W\d_][\w'’-]*)+")
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import rag.answer
 from rag.answer import Answerer
-from rag.answer_eval import score_answer, summarise
-from rag.evaluation import Question
-from rag.judge import GroundingJudge
+from rag.eval.answers import score_answer, summarise
+from rag.eval.questions import Question
+from rag.eval.judge import GroundingJudge
 from rag.retrieve import Filters, Retriever
 from rag.settings import Settings
 

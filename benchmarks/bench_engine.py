@@ -1,7 +1,7 @@
 """Prompt and generation speed of llama-cpp-python builds, side by side on the bundled model.
 
-    python tests/bench_engine.py                       # the installed build
-    python tests/bench_engine.py DIR [DIR ...]         # builds installed with `pip install --target DIR`
+    python benchmarks/bench_engine.py                       # the installed build
+    python benchmarks/bench_engine.py DIR [DIR ...]         # builds installed with `pip install --target DIR`
 
 Each build runs in child processes (a build that crashes is reported, not fatal): a child
 reads the same ~1,000-token prompt (five abstracts of data/) and writes 64 tokens greedily.

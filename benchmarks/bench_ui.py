@@ -1,7 +1,7 @@
 """Chat UI benchmark on the real local model: first token in the UI against `rag ask`, and 5 simultaneous users.
 
 Run it alone on an idle machine (it loads the 1.5B model; ~3 minutes on 2 cores):
-    .venv/bin/python tests/bench_ui.py [--users 5] [--question "..."]
+    .venv/bin/python benchmarks/bench_ui.py [--users 5] [--question "..."]
 The UI is measured through its `ask` endpoint with gradio_client (the first streamed update
 that carries answer text) and in headless chromium (the first answer text on the page);
 the CLI through `rag ask` in a subprocess (its first printed answer character). The model
@@ -18,7 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))   # the test helpers: servers.py, fakes.py
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from servers import free_port  # noqa: E402

@@ -3,7 +3,9 @@
 import json
 from pathlib import Path
 
-from rag.evaluation import METRICS, RESULTS_VERSION, EvalError
+from rag.errors import EvalError
+from rag.eval.retrieval import METRICS
+from rag.eval.run import RESULTS_VERSION
 
 ANSWER_COLUMNS = (("answered", "answered"), ("false_abstention", "false abst."),
                   ("unanswerable_abstained", "unans. abst."), ("accuracy", "accuracy"), ("precision", "precision"),

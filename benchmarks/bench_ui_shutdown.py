@@ -1,6 +1,6 @@
 """How long `rag ui` takes to exit after SIGINT or SIGTERM: idle with the model loaded, and mid-answer.
 
-    .venv/bin/python tests/bench_ui_shutdown.py [--runs 5] [--backend local]
+    .venv/bin/python benchmarks/bench_ui_shutdown.py [--runs 5] [--backend local]
 
 Starts `rag ui` afresh for every run of every case ({SIGINT, SIGTERM} x {idle, streaming}) on
 the index under a scratch RAG_HOME (built once, first), and prints seconds from the signal to
@@ -26,7 +26,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))   # the test helpers: servers.py, fakes.py
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from fakes import reply  # noqa: E402

@@ -1,6 +1,6 @@
 """Benchmark: what each latency lever of the local model buys, side by side in one run.
 
-Run: .venv/bin/python tests/bench_levers.py [--questions 5]
+Run: .venv/bin/python benchmarks/bench_levers.py [--questions 5]
 For the example question and the next search questions of rag.bench (warm: model loaded,
 a warm-up question asked first), prints median time to first token, total time and
 prompt tokens under: the defaults; smaller context budgets, by chunk and by sentence;
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from rag.answer import Answerer
-from rag.bench import SEARCH_QUESTIONS, WARM_UP_QUESTION
+from rag.bench.measure import SEARCH_QUESTIONS, WARM_UP_QUESTION
 from rag.llm import GGUF_NAME, LocalModel, check_local_engine, top_k_grammar_llama
 from rag.retrieve import Retriever
 from rag.settings import Settings, available_cores

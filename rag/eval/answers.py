@@ -20,8 +20,8 @@ import unicodedata
 from rag.answer import Answerer
 from rag.disk_cache import read_json_lines
 from rag.errors import UsageError
-from rag.evaluation import QUESTION_TYPES, Question
-from rag.judge import GroundingJudge, LLMJudge
+from rag.eval.questions import QUESTION_TYPES, Question
+from rag.eval.judge import GroundingJudge, LLMJudge
 from rag.retrieve import Retriever
 from rag.settings import Settings
 
@@ -192,7 +192,7 @@ def latency_summary(name: str, seconds: list[float]) -> dict:
 
 def percentile(values: list[float], p: int) -> float:
     """The p-th percentile (1-99) of the values, interpolated (statistics.quantiles, inclusive);
-    the value itself when there is one. Also bench.py's search p95."""
+    the value itself when there is one. Also bench/measure.py's search p95."""
     if len(values) == 1:
         return values[0]
     step = math.gcd(p, 100)   # 90 -> the last of 10 quantiles, 95 -> the last of 20
@@ -200,7 +200,7 @@ def percentile(values: list[float], p: int) -> float:
 
 
 def share(count: int, total: int, digits: int = 4) -> float | None:
-    """count / total rounded to `digits` (the eval's 4; bench.py prints 3); None when total is 0."""
+    """count / total rounded to `digits` (the eval's 4; bench/measure.py prints 3); None when total is 0."""
     return round(count / total, digits) if total else None
 
 

@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 from rag.answer import Answerer, split_plain_reply
-from rag.answer_eval import contains_all, is_correct, percentile, share
 from rag.corpus import load_corpus
 from rag.embedding import load_embed_model
+from rag.eval.answers import contains_all, is_correct, percentile, share
 from rag.ingest import describe_index, ingest
 from rag.paper_model import paper_model_enabled
 from rag.retrieve import Retriever
@@ -96,7 +96,7 @@ def _workdir(workdir: Path | None):
 
 
 def _synthetic_corpus(settings: Settings, n: int, seed: int, folder: Path, result: dict, say) -> Path:
-    from rag.synthetic import write_synthetic_corpus
+    from rag.bench.synthetic import write_synthetic_corpus
 
     started = time.perf_counter()
     if not (folder / "DONE").is_file() or (folder / "DONE").read_text() != f"{n} {seed}":
@@ -137,8 +137,8 @@ def measure_search(search, rounds: int) -> dict:
 
 def compare_with_naive(settings: Settings, retriever: Retriever, eval_questions: int, rounds: int, say) -> dict:
     """Ours and the naive pipeline on the same questions, same model: latency, ratios, grounding."""
+    from rag.bench.naive import NaivePipeline
     from rag.llm import open_model
-    from rag.naive import NaivePipeline
 
     questions = eval_slice(retriever, eval_questions)
     model = open_model(settings)   # with the user's settings: the engine's verdict cached there is reused
@@ -157,7 +157,7 @@ def compare_with_naive(settings: Settings, retriever: Retriever, eval_questions:
     naive_figures |= {"example": _timings([naive_answers[0].timings]), **_timings([a.timings for a in naive_answers])}
     result["naive"] = naive_figures
     if questions:
-        from rag.judge import GroundingJudge
+        from rag.eval.judge import GroundingJudge
 
         judge = GroundingJudge(retriever)
         result["grounding"] = {
@@ -170,7 +170,8 @@ def compare_with_naive(settings: Settings, retriever: Retriever, eval_questions:
 def eval_slice(retriever: Retriever, n: int) -> list:
     """The first n questions of the eval set taken in turn from each type (file order); [] when the
     index does not hold the eval's papers (another corpus)."""
-    from rag.evaluation import QUESTION_TYPES, EvalError, default_questions, load_questions
+    from rag.errors import EvalError
+    from rag.eval.questions import QUESTION_TYPES, default_questions, load_questions
 
     if n <= 0 or not default_questions().is_file():
         return []
@@ -206,7 +207,7 @@ def _naive_row(question, answer, judge) -> dict:
 
 def _row(question, text: str, abstained: bool, sentences, source_ids: list[str], judge, rests_on) -> dict:
     """One answer scored for grounding_summary; `rests_on` are the papers the answer is attributed to,
-    correct as the eval has it (answer_eval.is_correct)."""
+    correct as the eval has it (eval.answers.is_correct)."""
     answered = not abstained
     expected = contains_all(text, question.expected) if question.expected and answered else (
         False if question.expected else None)
@@ -261,7 +262,7 @@ def _median(values, digits: int):
 
 
 def _share(count: int, total: int) -> float | None:
-    """answer_eval.share to 3 decimals, the precision the bench's figures are printed and documented in."""
+    """eval.answers.share to 3 decimals, the precision the bench's figures are printed and documented in."""
     return share(count, total, digits=3)
 
 
@@ -310,7 +311,7 @@ def format_table(result: dict) -> str:
     grounding = result.get("grounding")
     if grounding:
         lines += ["", f"Grounding on {grounding['ours']['n']} eval questions, scored the same way for both "
-                  "(rag/bench.py grounding_summary):", "", "| metric | rag | naive llama-index |", "|---|---|---|"]
+                  "(rag/bench/measure.py grounding_summary):", "", "| metric | rag | naive llama-index |", "|---|---|---|"]
         lines += [f"| {metric} | {_cell(value)} | {_cell(grounding['naive'][metric])} |"
                   for metric, value in grounding["ours"].items() if metric != "n"]
     if scale:

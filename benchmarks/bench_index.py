@@ -1,17 +1,20 @@
 """Benchmark: ingest (cold, unchanged) and warm search latency, embedded store vs a Chroma server.
 
-Run: .venv/bin/python tests/bench_index.py [--rounds N]
+Run: .venv/bin/python benchmarks/bench_index.py [--rounds N]
 Prints one table; both stores are measured in the same run, side by side.
 """
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from servers import chroma_server
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))   # the test helpers: servers.py, fakes.py
 
-from rag.bench import measure_search
+from servers import chroma_server  # noqa: E402
+
+from rag.bench.measure import measure_search
 from rag.embedding import load_embed_model
 from rag.ingest import describe_index, ingest
 from rag.retrieve import Retriever
