@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rag.errors import UsageError
 from rag.eval.questions import SPLIT_SEED, TUNE_SHARE, check_types, default_question_sets, load_questions, split_part
-from rag.eval.retrieval import evaluate_set
+from rag.eval.retrieval import evaluate_set, labelled
 from rag.prompts import prompt_hashes
 from rag.retrieve import Retriever
 from rag.settings import PACKAGE_DIR, SECRET_SETTINGS, URL_SETTINGS, Settings
