@@ -27,8 +27,8 @@ from rag.claims import (MIN_SOURCE_RELEVANCE, ONE_PAPER_FOR_ONE_QUESTION, SCORE_
 from rag.corpus import Paper, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import embed_texts
+from rag.errors import BackendError
 from rag.grounding import GroundingChecker, cosine, numbers
-from rag.llm import BackendError
 from rag.mentions import MentionIndex
 from rag.prompt_safety import Screened, defuse, remove_instructions, screen
 from rag.prompts import load_prompt

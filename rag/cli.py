@@ -14,7 +14,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from rag.errors import RagError, UsageError
+from rag.errors import BackendError, RagError, UsageError
 from rag.settings import Settings
 
 
@@ -260,7 +260,7 @@ def run_search(args) -> int:
 
 def run_ask(args) -> int:
     from rag.answer import Answerer
-    from rag.llm import BackendError, open_model
+    from rag.llm import open_model
     from rag.retrieve import Filters, Retriever
 
     questions, batch = _questions(args)

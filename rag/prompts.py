@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag.errors import RagError
+from rag.errors import PromptError
 from rag.settings import PACKAGE_DIR
 
 EXPECTED_VARIABLES = {
@@ -31,10 +31,6 @@ EXPECTED_VARIABLES = {
     "condense_question": {"history", "question"},
 }
 _VARIABLE = re.compile(r"\{([a-z_]+)\}")
-
-
-class PromptError(RagError):
-    """A prompt template is missing or does not declare the variables the code fills."""
 
 
 @dataclass(frozen=True)

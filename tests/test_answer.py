@@ -10,7 +10,8 @@ from fakes import ScriptedModel, items, reply
 from rag.answer import (CANNOT_ANSWER, Answerer, ReplyParser, count_tokens, format_sources, split_inline_citations,
                         split_plain_reply)
 from rag.claims import asks_for_several, counted_words
-from rag.prompts import PromptError, load_prompt, parse_json_reply
+from rag.errors import PromptError
+from rag.prompts import load_prompt, parse_json_reply
 from rag.retrieve import Retriever
 from rag.settings import Settings
 

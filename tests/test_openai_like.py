@@ -13,8 +13,8 @@ from servers import free_port, slow_chat_server
 from rag import doctor
 from rag.answer import Answerer
 from rag.cli import main
-from rag.errors import UsageError
-from rag.llm import BackendError, local_model_file, open_model
+from rag.errors import BackendError, UsageError
+from rag.llm import local_model_file, open_model
 from rag.retrieve import Retriever
 from rag.settings import Settings, available_cores
 
@@ -108,3 +108,26 @@ def test_doctor_shows_the_backend_without_the_password_in_its_url():
     shown = json.dumps(check.to_json())
     assert check.ok and server.base_url.replace("http://", "http://***@") in check.detail
     assert PASSWORD not in shown
+
+
+def test_a_remote_failure_is_described_by_its_error_type():
+    import httpx
+    import openai
+
+    from rag.llm import _describe
+
+    request = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
+    assert "raise --timeout" in _describe(openai.APITimeoutError(request))
+    assert "is the server running?" in _describe(openai.APIConnectionError(request=request))
+
+    class TimeoutOrConnectionNamed(Exception):
+        """Not the client's: its name alone no longer makes it a timeout or a failed connection."""
+
+    assert _describe(TimeoutOrConnectionNamed("bad schema")) == "TimeoutOrConnectionNamed: bad schema"
+
+
+def test_a_backend_error_carries_its_own_sources():
+    failed = BackendError("the backend is down")
+    failed.sources.append("a hit of an earlier question")
+    assert BackendError("down again").sources == []   # no list shared through the class
+    assert BackendError("down", ["hit"]).sources == ["hit"]
