@@ -28,9 +28,8 @@ class CorpusError(RagError):
 
 
 class EvalError(RagError):
-    """A questions file breaks the format, or names papers the index does not hold."""
-
-    exit_code = 2
+    """A questions file breaks the format, or names papers the index does not hold (exit 1, as a
+    corpus file that breaks its format)."""
 
 
 class StoreError(RagError):

@@ -220,3 +220,13 @@ def test_cli_eval_rejects_an_unknown_split(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["eval", "--retrieval-only", "--split", "half"])
     assert exited.value.code == 2 and "invalid choice: 'half'" in capsys.readouterr().err
+
+
+def test_a_malformed_questions_file_exits_as_a_malformed_corpus_file_does(real_index_home, monkeypatch, tmp_path,
+                                                                         capsys):
+    monkeypatch.setenv("RAG_HOME", str(real_index_home))
+    broken = tmp_path / "questions.jsonl"
+    broken.write_text('{"id": "q1", "type": "detail"\n', encoding="utf-8")
+    assert main(["eval", "--retrieval-only", "--questions", str(broken)]) == 1 == EvalError.exit_code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{broken}:1: not valid JSON" in err

@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from rag.errors import EvalError
+from rag.errors import UsageError
 from rag.eval.retrieval import METRICS
 from rag.eval.run import RESULTS_VERSION
 
@@ -221,9 +221,9 @@ def load_run(path: Path) -> dict:
     try:
         results = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
-        raise EvalError(f"cannot read eval run {file} ({err}): give a run folder written by `rag eval`") from None
+        raise UsageError(f"cannot read eval run {file} ({err}): give a run folder written by `rag eval`") from None
     if not isinstance(results, dict) or results.get("version") != RESULTS_VERSION:
-        raise EvalError(f"{file} is not a version-{RESULTS_VERSION} eval run: rerun `rag eval` to compare it")
+        raise UsageError(f"{file} is not a version-{RESULTS_VERSION} eval run: rerun `rag eval` to compare it")
     return results
 
 
