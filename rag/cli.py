@@ -148,6 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true", help="the same as one JSON object")
     doctor.set_defaults(handler=run_doctor)
 
+    config = sub.add_parser("config", help="every setting: its variable, the value in use and where it came from",
+                            description="Every setting rag reads, from its RAG_ variable or its default: the value "
+                            "in use (secrets only as set or not, URLs without their user-info), where it came from "
+                            "and what it does.")
+    config.add_argument("--json", action="store_true", help="the same as a JSON list")
+    config.set_defaults(handler=run_config)
+
     papers = sub.add_parser("papers", parents=[common], help="what is indexed: count, categories, location")
     papers.add_argument("--json", action="store_true", help="the same as JSON, with every paper listed")
     papers.set_defaults(handler=run_papers)
@@ -170,6 +177,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         _say("rag: interrupted")
         return 130
+    except BrokenPipeError:   # the reader of stdout went away (`rag config | head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # nothing left to flush at exit
+        return 141
     except Exception as err:  # a bug: one line unless debugging
         if _debug():
             raise
@@ -488,6 +498,22 @@ def run_doctor(args) -> int:
     return 0 if report.ok else 1
 
 
+def run_config(args) -> int:
+    from rag.settings import describe_settings
+
+    rows = describe_settings(Settings.from_env())
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=1))
+        return 0
+    width = max(len(row["variable"]) for row in rows)
+    for row in rows:
+        value = "unset" if row["value"] in (None, "") else row["value"]
+        print(f"{row['variable']:<{width}}  {value}  ({row['from']})")
+        print(textwrap.fill(row["help"], width=100, initial_indent=" " * (width + 2),
+                            subsequent_indent=" " * (width + 2)))
+    return 0
+
+
 def run_papers(args) -> int:
     from rag.ingest import describe_index
 
@@ -520,7 +546,11 @@ def _say(message: str) -> None:
 
 
 def _debug() -> bool:
-    return os.environ.get("RAG_DEBUG", "") not in ("", "0")
+    """RAG_DEBUG, through Settings; False when the settings themselves are wrong (that error is one line)."""
+    try:
+        return Settings.from_env().debug
+    except RagError:
+        return False
 
 
 def _version() -> str:

@@ -37,7 +37,7 @@ DEFAULT_CONTEXT_TOKENS = 800
 DEFAULT_MAX_SENTENCES = 5
 DEFAULT_MIN_DENSE_SCORE = 0.10
 EXAMPLE_QUESTION = "what methods reduce reasoning length?"   # the README's; benchmarks time it
-SECRET_SETTINGS = ("api_key", "chroma_token")   # never printed, never saved
+SECRET_SETTINGS = ("api_key", "chroma_token", "ui_auth")   # never printed, never saved
 URL_SETTINGS = ("chroma_url", "base_url")       # shown and saved through urls.redact_url only
 
 
@@ -90,7 +90,8 @@ def _setting(default, help: str, env: str | None = None, **kwargs):
 class Settings:
     """Everything that configures rag. Fields that shape the index name it (see store.py)."""
 
-    home: Path = _setting(None, "Where rag keeps its index and caches.", "RAG_HOME")
+    home: Path = _setting(None, "Where rag keeps its indexes: the embedded store (chroma/), the saved keyword "
+                          "indexes (keyword/) and the ingest locks (locks/).", "RAG_HOME")
     cache_dir: Path = _setting(None, "Where rag keeps the model files it joins from their part packages: the "
                                "local LLM and the paper model (models/).", "RAG_CACHE_DIR")
     derived_cache_dir: Path = _setting(None, "Where rag keeps what it can make again: the embedding cache "
@@ -157,10 +158,14 @@ class Settings:
                                  "(abstract sentences): the best one of each paper the question names, then the most "
                                  "similar to the question.", "RAG_CONTEXT_UNIT")
     max_sentences: int = _setting(DEFAULT_MAX_SENTENCES, "Most sentences in an answer.", "RAG_MAX_SENTENCES")
-    answer_format: str = _setting("json", "How the model writes: json (schema-constrained sentences with "
-                                  "source lists) or text ([n] markers, few-shot prompt).", "RAG_ANSWER_FORMAT")
+    answer_format: str = _setting("json", "How the model writes: json (schema-constrained items, one source "
+                                  "each) or text ([n] markers, few-shot prompt).", "RAG_ANSWER_FORMAT")
     min_dense_score: float = _setting(DEFAULT_MIN_DENSE_SCORE, "Abstain without asking the LLM when the best "
                                       "paper's dense score is below this.", "RAG_MIN_DENSE_SCORE")
+    ui_auth: str | None = _setting(None, "USER:PASSWORD the chat UI asks for; required to serve on a non-loopback "
+                                   "address (`rag ui --auth-file FILE` keeps it out of the environment too). "
+                                   "Never printed or saved.", "RAG_UI_AUTH", repr=False)
+    debug: bool = _setting(False, "Show the traceback of an unexpected error (1), not one line (0).", "RAG_DEBUG")
 
     def __post_init__(self):
         if self.home is None:
@@ -219,7 +224,28 @@ class Settings:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
 
 
+def settings_snapshot(settings: Settings) -> dict:
+    """Every setting as plain JSON, without secrets: no key or token, URLs without their user-info."""
+    from rag.urls import redact_url
+
+    return {f.name: (str(v) if isinstance(v, Path) else redact_url(v) if f.name in URL_SETTINGS and v else v)
+            for f in fields(settings) if f.name not in SECRET_SETTINGS for v in [getattr(settings, f.name)]}
+
+
+def describe_settings(settings: Settings, environ=None) -> list[dict]:
+    """Each setting for `rag config`: its variable, the value in use (a secret only as set or not),
+    where that value came from (the environment or the default) and its help."""
+    environ = os.environ if environ is None else environ
+    shown = settings_snapshot(settings)
+    return [{"name": f.name, "variable": f.metadata["env"],
+             "value": ("(set)" if getattr(settings, f.name) else None) if f.name in SECRET_SETTINGS else shown[f.name],
+             "from": "environment" if environ.get(f.metadata["env"] or "") not in (None, "") else "default",
+             "help": f.metadata["help"]} for f in fields(settings)]
+
+
 def _convert(f, raw: str):
+    if f.type == "bool" or f.type is bool:
+        return raw.strip().lower() not in ("0", "false", "no", "off")
     if f.type in (int, float):
         try:
             return f.type(raw)

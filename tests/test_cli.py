@@ -216,3 +216,53 @@ def test_bad_new_settings_are_one_line_usage_errors(variable, value, message, ca
     monkeypatch.setenv(variable, value)
     code, out, err = run(["papers"], capsys)
     assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_config_shows_each_setting_its_value_and_where_it_came_from(monkeypatch, capsys):
+    monkeypatch.setenv("RAG_TOP_K", "7")
+    monkeypatch.setenv("RAG_API_KEY", "sk-secret")
+    monkeypatch.setenv("RAG_BASE_URL", "http://user:pw@127.0.0.1:8080/v1")
+    assert main(["config", "--json"]) == 0
+    rows = {row["variable"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["RAG_TOP_K"]["value"] == 7 and rows["RAG_TOP_K"]["from"] == "environment"
+    assert rows["RAG_CHUNK_SIZE"]["from"] == "default" and rows["RAG_CHUNK_SIZE"]["help"]
+    assert rows["RAG_API_KEY"]["value"] == "(set)" and rows["RAG_UI_AUTH"]["value"] is None
+    assert "pw" not in rows["RAG_BASE_URL"]["value"]
+    assert main(["config"]) == 0
+    out = capsys.readouterr().out
+    assert "sk-secret" not in out and any(line.split()[:2] == ["RAG_TOP_K", "7"] for line in out.splitlines())
+
+
+def test_the_readme_settings_table_lists_every_setting_and_only_those():
+    """The README's table and Settings (what `rag config` prints) name the same variables."""
+    from dataclasses import fields
+
+    from conftest import REPO
+    from rag.settings import Settings
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    in_table = set()
+    for line in readme.splitlines():
+        if line.startswith("| `RAG_"):
+            in_table.add(line.split("`")[1])
+    assert in_table == {f.metadata["env"] for f in fields(Settings)}
+
+
+def test_debug_and_ui_auth_are_read_through_settings(monkeypatch):
+    from rag.settings import Settings
+
+    assert Settings.from_env({"RAG_DEBUG": "1", "RAG_UI_AUTH": "ann:pw"}).debug
+    assert not Settings.from_env({"RAG_DEBUG": "0"}).debug and not Settings().debug
+    assert "pw" not in repr(Settings.from_env({"RAG_UI_AUTH": "ann:pw"}))
+    monkeypatch.setenv("RAG_DEBUG", "1")
+    assert cli._debug()
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly(monkeypatch, capsys):
+    read_end, write_end = os.pipe()
+    os.close(read_end)   # `rag config | head -1` after head has exited
+    with os.fdopen(write_end, "w", buffering=1) as closed_pipe:
+        monkeypatch.setattr(sys, "stdout", closed_pipe)
+        assert main(["config"]) == 141
+        monkeypatch.undo()
+    assert capsys.readouterr().err == ""

@@ -6,7 +6,7 @@ import pytest
 
 from rag.cli import main
 from rag.errors import UsageError
-from rag.eval.run import settings_snapshot
+from rag.settings import settings_snapshot
 from rag.settings import Settings
 from rag.urls import redact_url
 

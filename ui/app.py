@@ -177,7 +177,7 @@ def resolve_auth(auth: str | None, auth_file: Path | None) -> tuple[str, str] | 
         return parse_auth(auth, "--auth")
     if auth_file is not None:
         return parse_auth(read_auth_file(auth_file), f"--auth-file {auth_file}")
-    return parse_auth(os.environ.get(AUTH_ENV), AUTH_ENV)
+    return parse_auth(Settings.from_env().ui_auth, AUTH_ENV)
 
 
 def check_tls(keyfile: Path | None, certfile: Path | None) -> None:

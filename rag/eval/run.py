@@ -8,7 +8,6 @@ import hashlib
 import json
 import subprocess
 import time
-from dataclasses import fields
 from pathlib import Path
 
 from rag.errors import UsageError
@@ -16,9 +15,8 @@ from rag.eval.questions import SPLIT_SEED, TUNE_SHARE, check_types, default_ques
 from rag.eval.retrieval import evaluate_set, labelled
 from rag.prompts import prompt_hashes
 from rag.retrieve import Retriever
-from rag.settings import PACKAGE_DIR, SECRET_SETTINGS, URL_SETTINGS, Settings
+from rag.settings import PACKAGE_DIR, Settings, settings_snapshot
 from rag.store import index_shape
-from rag.urls import redact_url
 
 RESULTS_VERSION = 3
 
@@ -81,12 +79,6 @@ def manifest(settings: Settings, index: str, question_sets: dict[str, Path]) -> 
             "split": {"seed": SPLIT_SEED, "tune_share": TUNE_SHARE},
             "prompts_sha256": prompt_hashes(), "libraries": libraries,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-
-
-def settings_snapshot(settings: Settings) -> dict:
-    """Every setting as plain JSON, without secrets: no key or token, URLs without their user-info."""
-    return {f.name: (str(v) if isinstance(v, Path) else redact_url(v) if f.name in URL_SETTINGS and v else v)
-            for f in fields(settings) if f.name not in SECRET_SETTINGS for v in [getattr(settings, f.name)]}
 
 
 def _git(*args: str) -> str | None:
