@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from rag.errors import UsageError
-from rag.urls import BASE_URL, CHROMA_URL, check_token, check_url
+from rag.urls import BASE_URL, CHROMA_URL, check_token, check_url, redact_url
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DEFAULT_EMBED_MODEL = "all-MiniLM-L6-v2"
@@ -214,8 +214,8 @@ class Settings:
         environ = os.environ if environ is None else environ
         values = {}
         for f in fields(cls):
-            raw = environ.get(f.metadata["env"] or "")
-            if raw not in (None, ""):
+            raw = _from_env(f, environ)
+            if raw is not None:
                 values[f.name] = _convert(f, raw)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -226,8 +226,6 @@ class Settings:
 
 def settings_snapshot(settings: Settings) -> dict:
     """Every setting as plain JSON, without secrets: no key or token, URLs without their user-info."""
-    from rag.urls import redact_url
-
     return {f.name: (str(v) if isinstance(v, Path) else redact_url(v) if f.name in URL_SETTINGS and v else v)
             for f in fields(settings) if f.name not in SECRET_SETTINGS for v in [getattr(settings, f.name)]}
 
@@ -239,12 +237,18 @@ def describe_settings(settings: Settings, environ=None) -> list[dict]:
     shown = settings_snapshot(settings)
     return [{"name": f.name, "variable": f.metadata["env"],
              "value": ("(set)" if getattr(settings, f.name) else None) if f.name in SECRET_SETTINGS else shown[f.name],
-             "from": "environment" if environ.get(f.metadata["env"] or "") not in (None, "") else "default",
+             "from": "environment" if _from_env(f, environ) is not None else "default",
              "help": f.metadata["help"]} for f in fields(settings)]
 
 
+def _from_env(f, environ) -> str | None:
+    """The raw value of a setting's variable; None when it is unset or empty (the default applies)."""
+    raw = environ.get(f.metadata["env"] or "")
+    return raw if raw not in (None, "") else None
+
+
 def _convert(f, raw: str):
-    if f.type == "bool" or f.type is bool:
+    if f.type is bool:
         return raw.strip().lower() not in ("0", "false", "no", "off")
     if f.type in (int, float):
         try:
