@@ -197,7 +197,7 @@ class Answerer:
         ]
         timings["prompt_tokens"] = sum(count_tokens(m["content"]) for m in messages)
         checker = CitationChecker(sources, self.grounding, found.query,
-                                  self._best_sentences(found.query_embedding), self.retriever.mention_index)
+                                  self._ranked_sentences(found.query_embedding), self.retriever.mention_index)
         try:
             reply = self._generate(messages, checker, [s.n for s in sources], started, timings,
                                    on_sentence, on_text)
@@ -319,18 +319,18 @@ class Answerer:
                 passages.append((rank, number, text, embedding))
         return passages
 
-    def _best_sentences(self, query_embedding):
-        """A function: paper -> (its abstract sentence closest to the question, that cosine), computed once."""
-        found: dict[str, tuple[str, float]] = {}
+    def _ranked_sentences(self, query_embedding):
+        """A function: paper -> its abstract's (sentence, cosine to the question) pairs, closest first,
+        computed once per paper."""
+        found: dict[str, list[tuple[str, float]]] = {}
 
-        def best(paper: Paper) -> tuple[str, float]:
+        def ranked(paper: Paper) -> list[tuple[str, float]]:
             if paper.paper_id not in found:
                 sentences = list(screen(paper.text).kept) or [screen(paper.text).text]
-                vectors = self._sentence_vectors(sentences)
-                similarity, index = max((cosine(query_embedding, v), i) for i, v in enumerate(vectors))
-                found[paper.paper_id] = (sentences[index], similarity)
+                similarities = [cosine(query_embedding, v) for v in self._sentence_vectors(sentences)]
+                found[paper.paper_id] = sorted(zip(sentences, similarities), key=lambda pair: -pair[1])
             return found[paper.paper_id]
-        return best
+        return ranked
 
     def _sentences_of(self, hits: list[Hit]) -> list[tuple]:
         """(rank, sentence number, text, embedding) of every sentence of the hits' abstracts."""
@@ -399,11 +399,11 @@ class CitationChecker:
     citations as they appear."""
 
     def __init__(self, sources: list[Source], grounding: GroundingChecker, question: str,
-                 best_sentence=None, mentions: MentionIndex | None = None):
+                 ranked_sentences=None, mentions: MentionIndex | None = None):
         self.sources = {s.n: s for s in sources}
         self.grounding = grounding
         self.question = question
-        self.best_sentence = best_sentence     # paper -> (abstract sentence closest to the question, cosine)
+        self.ranked_sentences = ranked_sentences   # paper -> [(abstract sentence, cosine to the question)], closest first
         authors = {n: paper_names(s.hit.paper.authors) for n, s in self.sources.items()}
         methods = {n: method_names(s.text) for n, s in self.sources.items()}
         self.mentions = mentions   # every stored paper's author names, to find those a sentence writes in full
@@ -482,7 +482,7 @@ class CitationChecker:
             return Sentence(text, [], False)
         if self._wants_number and cited and all(numbers(text) - numbers(s.text) for s in self.sources.values()):
             return self._not_stated(cited)   # a number asked for, and one that no source states
-        if not self.grounding.adds_to(text, self.question, ignore=self._label_terms):
+        if not self.grounding.adds_to(text, self.question, ignore=self._label_terms) and not self._gives_number(text):
             return self._quote(cited) or Sentence(text, cited, False)   # it restates the question
         vector = self.grounding.embed(text)
         names = written_names(text, self.known_names, self.mentions) | (method_names(text) & self._methods)
@@ -501,12 +501,17 @@ class CitationChecker:
         if backing and not self._on_topic(backing):
             return Sentence(text, backing, False, kind="off_question")
         if backing and self._wants_number and not self._states_number(text):   # on the topic, not the number asked
-            return self._not_stated(backing)
+            return self._quote(backing) or self._not_stated(backing)   # its sentence that states one, if any
         if backing:
             label = self.sources[backing[0]].hit.paper.label
             return Sentence(name_the_paper(text, label) if len(backing) == 1 else text, backing, True)
         owners = [n for n in cited if self._names_belong(names, [n])]
         return self._quote(owners) or Sentence(text, cited, False)
+
+    def _gives_number(self, text: str) -> bool:
+        """Does the sentence give the number the question asks for, one the question does not hold
+        ('CogCoM has 17B parameters.' answers 'How many parameters does CogCoM have?')?"""
+        return self._wants_number and bool(numbers(text) - numbers(self.question)) and self._states_number(text)
 
     def _states_number(self, text: str) -> bool:
         """Does the text give a number, and for 'how many X' a number of X ('16 minutes' is not hours)?"""
@@ -520,9 +525,9 @@ class CitationChecker:
     def _on_topic(self, cited: list[int]) -> bool:
         """Does the question name one of these papers' authors or category, or does one of them hold a
         sentence close enough to the question and rank not far below the best paper found?"""
-        if self.best_sentence is None or any(self.sources[n].hit.named for n in cited):
+        if self.ranked_sentences is None or any(self.sources[n].hit.named for n in cited):
             return True
-        return any(self.best_sentence(self.sources[n].hit.paper)[1] >= MIN_SOURCE_RELEVANCE
+        return any(self.ranked_sentences(self.sources[n].hit.paper)[0][1] >= MIN_SOURCE_RELEVANCE
                    and self.sources[n].hit.score >= self._best_score - self._margin for n in cited)
 
     def _names_belong(self, names: set[str], cited: list[int]) -> bool:
@@ -530,8 +535,10 @@ class CitationChecker:
         return names <= set().union(*(self._names[n] for n in cited)) if cited else not names
 
     def _quote(self, cited: list[int]) -> Sentence | None:
-        """The first cited source's sentence closest to the question, quoted, when it is close enough."""
-        if not cited or self.best_sentence is None or not self._on_topic(cited[:1]):
+        """The first cited source's sentence closest to the question, quoted, when the paper is on the
+        question; for a question that asks for a number, its closest sentence that states one (and is
+        as close as MIN_SOURCE_RELEVANCE), else that the abstract does not state it."""
+        if not cited or self.ranked_sentences is None or not self._on_topic(cited[:1]):
             return None
         if self._asked_methods and not self._asked_methods & self._names[cited[0]]:
             return None   # the question names a method this paper does not mention
@@ -539,9 +546,13 @@ class CitationChecker:
                for s in self.sentences):
             return None   # the paper already has a checked sentence: quoting it again adds nothing
         paper = self.sources[cited[0]].hit.paper
-        sentence, _ = self.best_sentence(paper)
-        if self._wants_number and not self._states_number(sentence):
-            return self._not_stated(cited)   # the paper is on the question, its closest sentence not the answer
+        ranked = self.ranked_sentences(paper)
+        if self._wants_number:
+            ranked = [(text, similarity) for text, similarity in ranked
+                      if similarity >= MIN_SOURCE_RELEVANCE and self._states_number(text)]
+            if not ranked:
+                return self._not_stated(cited)   # the paper is on the question, the number asked is not in it
+        sentence = ranked[0][0]
         return Sentence(quoted_claim(paper.label, sentence), cited[:1], True, kind="quote", quote=sentence)
 
     def _renumber(self, n: int) -> int:

@@ -94,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "directory)")
     evaluate.add_argument("--resume", action="store_true", help="continue an interrupted run in --out DIR: "
                           "answers it saved (answers.jsonl) with the same settings are not asked again")
+    evaluate.add_argument("--replay", type=Path, metavar="RUN",
+                          help="answer with the model replies saved in an earlier full run's folder instead of "
+                          "asking the model: measures a change to the answer checks in minutes (use that run's "
+                          "--split and --types)")
     evaluate.add_argument("--thresholds", type=Path, help="fail (exit 1) below the floors in this JSON file")
     evaluate.add_argument("--diff", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"),
                           help="print metric deltas between two run folders and exit")
@@ -371,6 +375,14 @@ def format_result(result) -> str:
     return "\n".join(lines)
 
 
+def _replay_model(run: Path | None):
+    if run is None:
+        return None
+    from rag.eval.replay import ReplayModel
+
+    return ReplayModel(run)
+
+
 def run_eval(args) -> int:
     from rag.eval import report, run
     from rag.settings import RETRIEVAL_METHODS
@@ -380,6 +392,8 @@ def run_eval(args) -> int:
         return 0
     if args.resume and not args.out:
         raise UsageError("--resume needs --out DIR: the folder of the run to continue")
+    if args.replay and args.retrieval_only:
+        raise UsageError("--replay scores answers: drop --retrieval-only")
     settings = _llm_settings(args)
     methods = _list_option(args.compare) if args.compare is not None else [settings.retrieval]
     unknown = [m for m in methods if m not in RETRIEVAL_METHODS]
@@ -396,7 +410,7 @@ def run_eval(args) -> int:
                                split=args.split, answers=not args.retrieval_only,
                                judges=["grounding"] + ([args.judge] if args.judge else []),
                                progress=progress.retrieval, answer_progress=progress.answer,
-                               out=out, resume=args.resume)
+                               out=out, resume=args.resume, model=_replay_model(args.replay))
     finally:
         progress.close()
     written = report.write_run(results, out)

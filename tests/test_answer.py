@@ -134,6 +134,19 @@ def test_a_question_for_a_number_is_not_answered_by_a_quote_without_one(run):
     assert [s.kind for s in answer.sentences] == ["not_stated"] and answer.abstain_reason == "not_stated"
 
 
+def test_a_bare_number_that_answers_a_number_question_is_a_claim(run):
+    answer = run(lambda n: items(("The compiler cuts it by 40%.", n["Hopper"])),
+                 question="By how much does the compiler cut programming time?")
+    assert [s.kind for s in answer.sentences] == ["claim"] and "40%" in answer.answer and not answer.abstained
+
+
+def test_a_restated_number_question_quotes_the_closest_sentence_that_states_a_number(run):
+    answer = run(lambda n: items(("The compiler saves programming time.", n["Hopper"])),
+                 question="How much programming time does the compiler save?")
+    assert [s.kind for s in answer.sentences] == ["quote"] and not answer.abstained
+    assert answer.sentences[0].quote == "It cuts programming time by 40% on business workloads."
+
+
 @pytest.mark.parametrize("question, counted", [
     ("How many hours of audio was it trained on?", "hours"), ("What learning rate was used?", ""),
     ("How many hand-labelled examples were made?", "hand-labelled examples"), ("How many of them work?", ""),

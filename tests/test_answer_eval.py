@@ -149,6 +149,20 @@ def test_full_eval_run_writes_report_results_and_charts(quoting, tmp_path, capsy
         assert (out / chart).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_replayed_run_gives_the_same_answers_without_the_model(quoting, tmp_path, capsys):
+    first, replayed = tmp_path / "run", tmp_path / "replayed"
+    assert main(["eval", "--types", "detail,unanswerable", "--out", str(first)]) == 0
+    asked = quoting.calls["answer"]
+    assert main(["eval", "--types", "detail,unanswerable", "--replay", str(first), "--out", str(replayed)]) == 0
+    assert quoting.calls["answer"] == asked   # the model was not asked again
+    runs = [json.loads((run / "results.json").read_text(encoding="utf-8")) for run in (first, replayed)]
+    assert runs[1]["manifest"]["llm"]["backend"] == "replay"
+    assert [r["answer"]["answer"] for r in runs[0]["answers"]["rows"]] == \
+        [r["answer"]["answer"] for r in runs[1]["answers"]["rows"]]
+    assert main(["eval", "--types", "detail,paraphrase", "--replay", str(first), "--out", str(tmp_path / "x")]) == 1
+    assert "not in the replayed run" in capsys.readouterr().err
+
+
 def test_llm_judge_verdicts_are_cached_and_runs_diff(quoting, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("RAG_DERIVED_CACHE_DIR", str(tmp_path / "cache"))   # a fresh verdict cache
     first, second = tmp_path / "a", tmp_path / "b"

@@ -1,17 +1,19 @@
-"""Choose the relevance floors of rag/claims.py on the eval's tune part, without asking the LLM again.
+"""Choose the knobs of the answer checks on the eval's tune part, without asking the LLM again.
 
 A full `rag eval --split tune` run keeps, for every answer, the model's draft (its claims
 with their source numbers, before any check). This replays those drafts through the
-answer checks under each combination of the score gate (min_dense_score) and the knobs of
-claims.py (MIN_SOURCE_RELEVANCE, SCORE_MARGIN, SINGLE_PAPER_MARGIN; grids from the environment
-variables GATES, SOURCE_FLOORS, SCORE_MARGINS, SINGLE_MARGINS, comma-separated), scores the answers
-as `rag eval` does, and prints the figures per combination, then the best by accuracy:
+answer checks under each combination of a grid of knobs: the score gate (`min_dense_score`)
+and the floors and margins of rag/claims.py, given as
+GRID='min_dense_score=0.1,0.15;MIN_SOURCE_RELEVANCE=0.3,0.35' (knobs split by ';', values by ',';
+default: the values in use), scores the answers as `rag eval` does, and prints the figures per
+combination, then the best by accuracy:
 
-    .venv/bin/python tests/tune_answer_floors.py eval-results/<the tune run>
+    GRID='...' .venv/bin/python tests/tune_answer_floors.py eval-results/<the tune run>
 
 Questions the model refused, or that the score gate kept from the model, keep their
 outcome. Answers in other languages are scored on their checked English sentences
-(translating back would ask the LLM). Not a test: pytest does not collect it.
+(translating back would ask the LLM). `rag eval --replay RUN` scores one setting the way a
+full run does. Not a test: pytest does not collect it.
 """
 
 import functools
@@ -26,26 +28,24 @@ from rag.answer import Answerer
 from rag.eval.answers import score_answer, summarise
 from rag.eval.questions import Question
 from rag.eval.judge import GroundingJudge
+from rag.eval.replay import reply_of
 from rag.retrieve import Filters, Retriever
 from rag.settings import Settings
 
-GATES = tuple(float(g) for g in os.environ.get("GATES", "0.1,0.15,0.2,0.25").split(","))   # min_dense_score
-SOURCE_FLOORS = tuple(float(g) for g in os.environ.get("SOURCE_FLOORS", "0.2,0.25,0.3,0.35,0.4,0.45").split(","))
-SCORE_MARGINS = tuple(float(g) for g in os.environ.get("SCORE_MARGINS", "1,0.4,0.3,0.25,0.2").split(","))
-SINGLE_MARGINS = tuple(float(g) for g in os.environ.get("SINGLE_MARGINS", "0.25").split(","))   # SINGLE_PAPER_MARGIN
+SETTING_KNOBS = ("min_dense_score",)   # the rest are constants of rag.answer (imported from rag.claims)
 METRICS = ("accuracy", "answered", "unanswerable_abstained", "gold_precision", "gold_recall", "expected_found")
 
 
 class DraftModel:
-    """Streams one recorded draft back, in a JSON shape the reply parser reads."""
+    """Streams one recorded answer's draft back (replay.reply_of)."""
 
     backend, model = "replay", "draft"
 
     def __init__(self):
-        self.draft: list[dict] = []
+        self.answer: dict = {}
 
     def stream(self, messages, schema, max_tokens):
-        yield json.dumps({"answerable": True, "sentences": self.draft})
+        yield reply_of(self.answer)
 
 
 def question_of(row: dict) -> Question:
@@ -63,9 +63,29 @@ def replay(rows: list[dict], answerer: Answerer, model: DraftModel, judges) -> l
             scored.append(row | {"outcome": row["outcome"] | {"answered": False, "abstain_reason": "retrieval",
                                                               "correct": not row["answerable"]}})
             continue
-        model.draft = row["answer"]["draft"]
+        model.answer = row["answer"]
         scored.append(score_answer(question_of(row), answerer.ask(row["answer"]["question"]).to_json(), judges))
     return scored
+
+
+def changed(rows: list[dict], replayed: list[dict], now_correct: bool) -> list[str]:
+    """Ids of the questions whose outcome the replay turned right (or wrong) against the run."""
+    return [new["id"] for old, new in zip(rows, replayed)
+            if new["outcome"]["correct"] == now_correct != old["outcome"]["correct"]]
+
+
+def grid(spec: str, settings: Settings) -> list[dict]:
+    """Every combination of the knob values in `spec` ('A=1,2;B=3'); the values in use without one."""
+    values = {}
+    for part in filter(None, spec.split(";")):
+        name, _, listed = part.partition("=")
+        name = name.strip()
+        if name not in SETTING_KNOBS and not hasattr(rag.answer, name):
+            raise SystemExit(f"unknown knob {name}: a setting ({', '.join(SETTING_KNOBS)}) or a rag.answer constant")
+        values[name] = [float(v) for v in listed.split(",")]
+    if not values:
+        values = {"min_dense_score": [settings.min_dense_score]}
+    return [dict(zip(values, combination)) for combination in itertools.product(*values.values())]
 
 
 def main(run: Path) -> None:
@@ -85,14 +105,17 @@ def main(run: Path) -> None:
         answerer.grounding.embed = embed
         judges = [GroundingJudge(retriever)]
         figures = []
-        for gate, source, margin, single in itertools.product(GATES, SOURCE_FLOORS, SCORE_MARGINS, SINGLE_MARGINS):
-            answerer.settings = settings.with_overrides(min_dense_score=gate)
-            rag.answer.MIN_SOURCE_RELEVANCE, rag.answer.SCORE_MARGIN = source, margin
-            rag.answer.SINGLE_PAPER_MARGIN = single
-            summary = summarise(replay(rows, answerer, model, judges))
-            figures.append((f"gate {gate:.2f} source {source:.2f} score margin {margin:.2f} single {single:.2f}",
-                            summary))
+        for knobs in grid(os.environ.get("GRID", ""), settings):
+            answerer.settings = settings.with_overrides(**{k: v for k, v in knobs.items() if k in SETTING_KNOBS})
+            for name, value in knobs.items():
+                if name not in SETTING_KNOBS:
+                    setattr(rag.answer, name, value)
+            replayed = replay(rows, answerer, model, judges)
+            summary = summarise(replayed)
+            figures.append((" ".join(f"{name} {value:g}" for name, value in knobs.items()), summary))
             print(f"{figures[-1][0]}: " + " ".join(f"{m} {summary[m] or 0:.3f}" for m in METRICS), flush=True)
+            print("  now right: " + " ".join(changed(rows, replayed, True)) + " | now wrong: "
+                  + " ".join(changed(rows, replayed, False)), flush=True)
     print("\nbest accuracy first:")
     for knobs, summary in sorted(figures, key=lambda f: -(f[1]["accuracy"] or 0))[:15]:
         print(f"{knobs}: " + " ".join(f"{m} {summary[m] or 0:.3f}" for m in METRICS))

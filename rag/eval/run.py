@@ -23,13 +23,15 @@ RESULTS_VERSION = 3
 
 def evaluate(settings: Settings, methods: list[str], question_sets: dict[str, Path] | None = None, types=None,
              split: str = "test", answers: bool = False, judges=("grounding",), progress=None,
-             answer_progress=lambda row, done, total: None, out: Path | None = None, resume: bool = False) -> dict:
+             answer_progress=lambda row, done, total: None, out: Path | None = None, resume: bool = False,
+             model=None) -> dict:
     """Every retrieval method over each set's questions of one split and, with `answers`, every answer scored.
 
     `question_sets` maps a set name to its file (default: every set in eval/). The result
     carries a manifest of what was measured, so two runs can be compared. With `out`,
     answers are checkpointed to out/answers.jsonl as they are scored; `resume` reuses the
-    rows there from an interrupted run with the same settings."""
+    rows there from an interrupted run with the same settings. `model` answers instead of the
+    configured LLM (replay.ReplayModel)."""
     paths = {name: Path(path) for name, path in (question_sets or default_question_sets()).items()}
     check_types(types or [])
     with Retriever(settings) as retriever:
@@ -47,7 +49,7 @@ def evaluate(settings: Settings, methods: list[str], question_sets: dict[str, Pa
         from rag import llm
         from rag.eval.answers import Checkpoint, describe_model, evaluate_answers
 
-        model = llm.open_model(settings)
+        model = model or llm.open_model(settings)
         results["manifest"]["llm"] = describe_model(model)
         checkpoint = None
         if out is not None:
