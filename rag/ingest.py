@@ -51,10 +51,15 @@ class IngestReport:
     unchanged: int
     embedded: int   # chunks embedded by the model in this ingest
     cached: int     # chunks whose vectors came from the embedding cache
-    duplicates: tuple[str, ...]
+    duplicates: tuple[str, ...]   # warnings: records merged into an earlier one (the same paper)
     seconds: float
-    skipped: tuple[str, ...] = ()   # warnings: folder entries that are not corpus files
+    skipped: tuple[str, ...] = ()   # warnings: folder entries that are not corpus files, records skipped
     instructions: tuple[str, ...] = ()   # warnings: papers with sentences addressed to a model (prompt_safety)
+
+    @property
+    def merged(self) -> int:
+        """How many records were the same paper as an earlier one, and merged into it."""
+        return len(self.duplicates)
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -69,15 +74,16 @@ class _StoredPaper:
 
 
 def ingest(settings: Settings, paths=None, progress: bool = True, rebuild: bool = False,
-           notify=None) -> IngestReport:
-    """Parse `paths` (default: settings.corpus) and make the index hold exactly those papers.
+           notify=None, format: str | None = None) -> IngestReport:
+    """Parse `paths` (default: settings.corpus; in `format`, else each file's own, rag.formats) and make
+    the index hold exactly those papers.
 
     `notify(message)` hears that another ingest of the index is running and this one waits
     (default: stderr when `progress` is on, else nothing)."""
     from rag.ingest_lock import ingest_lock   # here, so a search that needs no ingest never imports it
 
     started = time.perf_counter()
-    corpus = load_corpus(paths or [settings.corpus])
+    corpus = load_corpus(paths or [settings.corpus], format)
     if notify is None:
         notify = to_stderr if progress else (lambda message: None)
     with ingest_lock(settings, notify), \
@@ -139,7 +145,7 @@ def _add_papers(collection, papers: list[Paper], settings: Settings, cache: Embe
             batch = papers[start:start + size]
             ids, texts, metadatas = [], [], []
             for paper in batch:
-                chunks = splitter.split_text(paper.text)
+                chunks = splitter.split_text(indexed_text(paper))
                 for number, text in enumerate(chunks):
                     ids.append(f"{paper.paper_id}-{number}")
                     texts.append(text)
@@ -150,6 +156,11 @@ def _add_papers(collection, papers: list[Paper], settings: Settings, cache: Embe
             cached += len(texts) - n_embedded
             bar.update(len(batch))
     return embedded, cached
+
+
+def indexed_text(paper: Paper) -> str:
+    """What is chunked, embedded and keyword-indexed: the title (when the paper has one), then its text."""
+    return f"{paper.title}\n\n{paper.text}" if paper.title else paper.text
 
 
 def papers_per_batch(n_papers: int) -> int:
@@ -202,7 +213,7 @@ class IndexInfo:
                 "uncategorized": categories.get("", 0), "sources": self.sources,
                 "ingested_at": self.ingested_at, "size_bytes": self.size_bytes,
                 "list": [{"paper_id": p.paper_id, "label": p.label, "authors": list(p.authors),
-                          "category": p.category, "source": p.source} for p in self.papers]}
+                          "category": p.category, "source": p.source} | p.bibliography() for p in self.papers]}
 
 
 def describe_index(settings: Settings) -> IndexInfo:
