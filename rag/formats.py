@@ -81,7 +81,7 @@ def detect_format(path: Path, text: str) -> str:
         return "ris"
     if first.startswith("{"):
         return "jsonl"
-    if "abstract" in {_field_key(column) for column in next(csv.reader([first]), [])}:
+    if {_field_key(column) for column in next(csv.reader([first]), [])} & set(FIELD_NAMES["abstract"]):
         return "csv"
     if by_name == "corpus":
         return "corpus"   # its parser says what is wrong with it
@@ -113,23 +113,26 @@ def split_authors(value) -> tuple[tuple[str, ...], bool]:
     """An author list as written anywhere -> (names as 'Given Family', whether the list was cut).
 
     A list (arXiv's authors_parsed: [family, given, suffix]; or names); a string of names separated
-    by ';', or 'Family, Given and Family, Given' (BibTeX), or by ',' and 'and'. 'others' and
-    'et al.' mark a cut list."""
+    by ';', or 'Family, Given and Family, Given' (BibTeX), or by ',' and 'and' (one-word parts in
+    pairs: 'Ng, Andrew' is one name). 'others' and 'et al.' mark a cut list."""
     if isinstance(value, list):
         names = [" ".join(p for p in (item[1:2] + item[:1] + item[2:3]) if p) if isinstance(item, list) else str(item)
                  for item in value]
     else:
         value = str(value or "").strip()
         cut = re.search(r",?\s*\bet\s+al\.?$", value)
-        if cut:
-            value = value[:cut.start()] + " and others"
+        value = value[:cut.start()] if cut else value
         parts = re.split(r"\s+and\s+", value)
+        by_comma = [name for part in value.split(",") for name in re.split(r"\s+and\s+", part)]
         if ";" in value:
             names = value.split(";")
         elif len(parts) > 1 and all(part.count(",") == 1 for part in parts if part.strip() not in _NOT_NAMES):
-            names = parts
+            names = parts   # 'Family, Given and Family, Given'
+        elif len(by_comma) % 2 == 0 and all(len(name.split()) == 1 for name in by_comma):
+            names = [f"{family}, {given}" for family, given in zip(by_comma[::2], by_comma[1::2])]   # 'Ng, Andrew'
         else:
-            names = [name for part in value.split(",") for name in re.split(r"\s+and\s+", part)]
+            names = by_comma
+        names += ["others"] if cut else []
     truncated = any(name.strip().lower() in _NOT_NAMES for name in names)
     readable = tuple(person_name(name) for name in names if name.strip() and name.strip().lower() not in _NOT_NAMES)
     return tuple(name for name in readable if name), truncated
