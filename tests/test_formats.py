@@ -270,3 +270,66 @@ def test_a_malformed_file_among_good_ones_writes_nothing(tmp_path, capsys):
         "a JSONL file has one object per line"]
     with open_store(settings_for(corpus_file)) as store:
         assert store.collection(create=False).count() == before.chunks
+
+
+@pytest.fixture
+def reading_list_index(tmp_path, monkeypatch):
+    """An index of the fixture reading lists and the scripted fake model in place of the local one."""
+    from fakes import ScriptedModel
+    import rag.llm
+
+    files = [FORMATS / n for n in ("library.bib", "library.ris", "arxiv.jsonl", "papers.csv")]
+    ingest(Settings.from_env(), paths=files, progress=False)
+    model = ScriptedModel()
+    monkeypatch.setattr(rag.llm, "open_model", lambda settings: model)
+    return model
+
+
+QUESTION = "how does routing questions to experts change the cost of answering?"
+CLAIM = "Routing cuts the cost of answering by half at equal accuracy."
+
+
+def test_ask_cites_the_title_year_and_link_and_gives_bibtex(reading_list_index, capsys):
+    from fakes import reply
+
+    reading_list_index.enqueue(reply((CLAIM, [1])))
+    assert main(["ask", "--cite", "bibtex", QUESTION]) == 0
+    out = capsys.readouterr().out
+    assert ('References:\n[1] Hopper and Shannon 2021 · "Learning to Route Questions to Experts" · '
+            "https://example.org/routing · no category · score") in out
+    bibtex = out[out.index("@article{hopper2021learning,"):]
+    assert "title = {Learning to Route Questions to Experts}" in bibtex and "doi = {10.5555/route.2021}" in bibtex
+
+
+def test_ask_json_citations_carry_the_bibliographic_fields(reading_list_index, capsys):
+    from fakes import reply
+
+    reading_list_index.enqueue(reply((CLAIM, [1])))
+    assert main(["ask", "--json", "--cite", "bibtex", QUESTION]) == 0
+    data = json.loads(capsys.readouterr().out)
+    citation = data["citations"][0]
+    assert {k: citation[k] for k in ("label", "title", "year", "venue", "doi", "arxiv_id", "url")} == {
+        "label": "Hopper and Shannon", "title": "Learning to Route Questions to Experts", "year": 2021,
+        "venue": "Transactions on Routing", "doi": "10.5555/route.2021", "arxiv_id": None,
+        "url": "https://example.org/routing"}
+    assert {"paper_id", "authors", "category", "source", "score"} <= set(citation)   # none removed
+    assert data["bibtex"].startswith("@article{hopper2021learning,")
+    assert data["sources"][0]["title"] == "Learning to Route Questions to Experts"
+
+
+def test_the_sources_panel_shows_title_year_and_a_safe_link():
+    from dataclasses import replace
+
+    from rag.retrieve import Hit
+    from ui import render
+
+    hopper = papers_of("library.ris")[0][0]
+    bundled = load_corpus([DATA]).papers[0]
+    hostile = replace(hopper, title='<b>Bold</b> "title"', url="javascript:alert(1)", doi=None)
+    html = render.render_turn_sources(1, hits=[Hit(1, hopper, 0.9, "chunk"), Hit(2, bundled, 0.8, "chunk"),
+                                               Hit(3, hostile, 0.7, "chunk")])
+    assert ('<strong>Hopper and Shannon 2021</strong> · <span class="rag-title">“Learning to Route Questions to '
+            'Experts”</span>') in html
+    assert '<a class="rag-link" href="https://example.org/routing" target="_blank"' in html
+    assert "<strong>Haris et al.</strong> <span" in html   # the bundled paper as before: no year, title or link
+    assert "&lt;b&gt;Bold&lt;/b&gt; &quot;title&quot;" in html and "javascript:" not in html
