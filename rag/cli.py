@@ -137,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--scale", type=int, metavar="N", help="build a synthetic corpus of N papers and measure "
                        "ingest and search on it (e.g. 10000, 50000)")
     bench.add_argument("--seed", type=int, default=0, help="seed of the synthetic corpus (default 0)")
+    bench.add_argument("--scale-format", choices=["corpus", "arxiv"], default="corpus",
+                       help="how --scale writes its corpus: corpus (the bundled .txt format, default) or arxiv "
+                       "(arXiv metadata JSONL with ids and titles, ingested as users' files are)")
     bench.add_argument("--eval", type=int, default=14, dest="eval_questions", metavar="N",
                        help="eval questions answered by both pipelines for latency and grounding (default 14; 0: "
                        "only the example question)")
@@ -489,10 +492,12 @@ def run_bench(args) -> int:
 
     if args.scale is not None and args.scale < 1:
         raise UsageError(f"--scale must be at least 1 paper, got {args.scale}")
+    if args.scale is None and args.scale_format != "corpus":
+        raise UsageError("--scale-format needs --scale N: it is the format of the synthetic corpus")
     if args.rounds < 1 or args.eval_questions < 0:
         raise UsageError("--rounds must be at least 1 and --eval 0 or more")
     result = bench(_llm_settings(args), scale=args.scale, seed=args.seed, eval_questions=args.eval_questions,
-                   rounds=args.rounds, workdir=args.workdir, say=_say)
+                   rounds=args.rounds, workdir=args.workdir, say=_say, scale_format=args.scale_format)
     print(to_json(result) if args.json else format_table(result))
     return 0
 

@@ -12,6 +12,7 @@ naming file and line. Merging duplicates is rag.corpus.load_corpus's job; storin
 """
 
 import csv
+import functools
 import io
 import json
 import logging
@@ -91,12 +92,19 @@ def detect_format(path: Path, text: str) -> str:
 
 def to_text(latex: str | None) -> str:
     """LaTeX as readable text: '$35$\\% on \\emph{M{\\"u}ller}' -> '35% on Müller'; whitespace collapsed."""
-    from pylatexenc.latex2text import LatexNodes2Text
-
     if not latex:
         return ""
+    if not re.search(r"[\\${}%~`]|--", latex):   # nothing LaTeX would change (most titles and names)
+        return " ".join(latex.split())
     escaped = re.sub(r"(?<!\\)%", r"\\%", latex)   # a bare % is a percent sign here, not a LaTeX comment
-    return " ".join(LatexNodes2Text().latex_to_text(escaped).split())
+    return " ".join(_latex_converter().latex_to_text(escaped).split())
+
+
+@functools.cache
+def _latex_converter():
+    from pylatexenc.latex2text import LatexNodes2Text
+
+    return LatexNodes2Text()
 
 
 def person_name(name: str) -> str:
