@@ -45,8 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "second one waits for the first to finish (up to 15 min), then ingests its own PATHs.")
     ingest.add_argument("paths", nargs="*", metavar="PATH", help="corpus files (the bundled .txt format, BibTeX "
                         ".bib, RIS .ris, arXiv metadata or other .jsonl, .csv) or folders of them")
-    ingest.add_argument("--format", choices=FORMATS, help="read every named file in this format (default: "
-                        "each file's name and content say which)")
+    ingest.add_argument("--format", choices=FORMATS, help="read every file in this format, those in named folders "
+                        "too (default: each file's name and content say which)")
     ingest.add_argument("--rebuild", action="store_true", help="drop the index and build it anew")
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
     ingest.add_argument("--json", action="store_true", help="print the ingest report as JSON")

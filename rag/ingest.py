@@ -3,7 +3,7 @@
 `ingest` makes the collection hold exactly the given corpus: new papers are added,
 edited ones replaced, removed ones deleted, unchanged ones left alone (not re-embedded).
 A paper's id is a hash of its text, so an edited abstract is a removal plus an addition.
-A paper whose text is unchanged but whose metadata moved (category, position) keeps its
+A paper whose text and title are unchanged but whose metadata moved (category, position) keeps its
 vectors and gets new metadata. Each paper's chunks are written in one call, after any
 old chunks are deleted, and every chunk records how many chunks its paper has: an ingest killed halfway leaves papers
 that are either whole or missing or detectably short, and the next ingest repairs them.
@@ -71,6 +71,7 @@ class _StoredPaper:
     fingerprint: str
     n_chunks: int
     found_chunks: int
+    title: str | None = None   # part of what was chunked and embedded (indexed_text)
 
 
 def ingest(settings: Settings, paths=None, progress: bool = True, rebuild: bool = False,
@@ -113,7 +114,10 @@ def sync(store: Store, corpus: Corpus, settings: Settings, cache: EmbeddingCache
     collection = store.collection(create=True)
     stored = _stored_papers(collection)
     wanted = {p.paper_id: p for p in corpus.papers}
-    whole = {pid for pid, s in stored.items() if pid in wanted and s.found_chunks == s.n_chunks}
+    # a paper whose title changed (one merged in from another file) is chunked and embedded anew: the title is
+    # part of its chunks' text (indexed_text)
+    whole = {pid for pid, s in stored.items()
+             if pid in wanted and s.found_chunks == s.n_chunks and s.title == wanted[pid].title}
     relabel = [wanted[pid] for pid in whole if stored[pid].fingerprint != fingerprint(wanted[pid])]
     broken = [pid for pid in stored if pid not in whole]
     for start in range(0, len(broken), 500):
@@ -179,7 +183,7 @@ def make_splitter(settings: Settings):
 def _stored_papers(collection) -> dict[str, _StoredPaper]:
     found: dict[str, list] = {}
     for meta in read_all(collection):
-        entry = found.setdefault(meta["paper_id"], [meta["fingerprint"], meta["n_chunks"], 0])
+        entry = found.setdefault(meta["paper_id"], [meta["fingerprint"], meta["n_chunks"], 0, meta.get("title")])
         if entry[0] != meta["fingerprint"]:
             entry[0] = "mixed"
         entry[2] += 1

@@ -333,3 +333,17 @@ def test_the_sources_panel_shows_title_year_and_a_safe_link():
     assert '<a class="rag-link" href="https://example.org/routing" target="_blank"' in html
     assert "<strong>Haris et al.</strong> <span" in html   # the bundled paper as before: no year, title or link
     assert "&lt;b&gt;Bold&lt;/b&gt; &quot;title&quot;" in html and "javascript:" not in html
+
+
+def test_a_title_merged_in_later_is_embedded_with_the_paper(tmp_path):
+    corpus_file = write_corpus(tmp_path / "small.txt", SMALL_PAPERS)
+    settings = settings_for(corpus_file)
+    ingest(settings, progress=False)
+    report = ingest(settings, paths=[corpus_file, FORMATS / "library.bib"], progress=False)
+    assert (report.added, report.removed, report.merged) == (2, 0, 1)   # Müller et al., and Lovelace re-chunked
+    with open_store(settings) as store:
+        found = store.collection(create=False).get(where={"chunk": 0}, include=["metadatas", "documents"])
+    lovelace = next(d for m, d in zip(found["metadatas"], found["documents"]) if m["label"] == "Lovelace and Babbage")
+    assert lovelace.startswith("Grokking in Small Transformers on Modular Arithmetic\n\nWe study grokking")
+    again = ingest(settings, paths=[corpus_file, FORMATS / "library.bib"], progress=False)
+    assert (again.added, again.updated, again.unchanged) == (0, 0, 4)
