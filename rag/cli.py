@@ -222,7 +222,7 @@ def run_ingest(args) -> int:
     print(f"Indexed {report.papers} papers ({report.chunks} chunks) in {report.seconds:.1f} s: "
           f"{report.added} added, {report.updated} updated, {report.removed} removed, "
           f"{report.unchanged} unchanged; {report.embedded} chunks embedded, {report.cached} from the "
-          f"embedding cache; {report.merged} duplicate records merged.")
+          f"embedding cache; {report.merged} duplicate record{'' if report.merged == 1 else 's'} merged.")
     print(f"Index {report.index} at {report.location}")
     return 0
 
