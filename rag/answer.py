@@ -79,7 +79,7 @@ class Citation:
     def to_json(self) -> dict:
         p = self.paper
         return {"n": self.n, "paper_id": p.paper_id, "label": p.label, "authors": list(p.authors),
-                "category": p.category, "source": p.source, "score": round(self.score, 4)}
+                "category": p.category, "source": p.source, "score": round(self.score, 4)} | p.bibliography()
 
 
 @dataclass

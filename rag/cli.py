@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from rag.errors import BackendError, RagError, UsageError
+from rag.formats import FORMATS
 from rag.settings import Settings
 
 
@@ -42,7 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "removed ones deleted; unchanged ones are not re-embedded. A path that cannot be "
                             "read stops it before the index changes. One ingest of an index runs at a time: a "
                             "second one waits for the first to finish (up to 15 min), then ingests its own PATHs.")
-    ingest.add_argument("paths", nargs="*", metavar="PATH", help="corpus files or folders of .txt files")
+    ingest.add_argument("paths", nargs="*", metavar="PATH", help="corpus files (the bundled .txt format, BibTeX "
+                        ".bib, RIS .ris, arXiv metadata or other .jsonl, .csv) or folders of them")
+    ingest.add_argument("--format", choices=FORMATS, help="read every file in this format, those in named folders "
+                        "too (default: each file's name and content say which)")
     ingest.add_argument("--rebuild", action="store_true", help="drop the index and build it anew")
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
     ingest.add_argument("--json", action="store_true", help="print the ingest report as JSON")
@@ -71,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Answer from the retrieved papers with numbered citations, each checked "
                          "against its paper; says so when the papers do not answer. QUESTION '-' reads one "
                          "question per line from stdin (batch).")
+    ask.add_argument("--cite", choices=["bibtex"], help="also give the cited papers as BibTeX entries (after the "
+                     "answer; with --json, in its 'bibtex' field)")
     ask.set_defaults(handler=run_ask)
 
     evaluate = sub.add_parser("eval", parents=[common, llm], help="measure retrieval and answers on the eval set",
@@ -135,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--scale", type=int, metavar="N", help="build a synthetic corpus of N papers and measure "
                        "ingest and search on it (e.g. 10000, 50000)")
     bench.add_argument("--seed", type=int, default=0, help="seed of the synthetic corpus (default 0)")
+    bench.add_argument("--scale-format", choices=["corpus", "arxiv"], default="corpus",
+                       help="how --scale writes its corpus: corpus (the bundled .txt format, default) or arxiv "
+                       "(arXiv metadata JSONL with ids and titles, ingested as users' files are)")
     bench.add_argument("--eval", type=int, default=14, dest="eval_questions", metavar="N",
                        help="eval questions answered by both pipelines for latency and grounding (default 14; 0: "
                        "only the example question)")
@@ -207,16 +216,17 @@ def run_ingest(args) -> int:
     from rag.ingest import ingest
 
     report = ingest(_settings(args), paths=args.paths or None, progress=not args.quiet, rebuild=args.rebuild,
-                    notify=_say)
+                    notify=_say, format=args.format)
     for warning in report.warnings:
         _say(f"rag: warning: {warning}")
     if args.json:
-        print(json.dumps(vars(report) | {"duplicates": list(report.duplicates)}, ensure_ascii=False))
+        print(json.dumps(vars(report) | {"duplicates": list(report.duplicates), "merged": report.merged},
+                         ensure_ascii=False))
         return 0
     print(f"Indexed {report.papers} papers ({report.chunks} chunks) in {report.seconds:.1f} s: "
           f"{report.added} added, {report.updated} updated, {report.removed} removed, "
           f"{report.unchanged} unchanged; {report.embedded} chunks embedded, {report.cached} from the "
-          "embedding cache.")
+          f"embedding cache; {report.merged} duplicate record{'' if report.merged == 1 else 's'} merged.")
     print(f"Index {report.index} at {report.location}")
     return 0
 
@@ -274,6 +284,7 @@ def run_search(args) -> int:
 
 def run_ask(args) -> int:
     from rag.answer import Answerer
+    from rag.formats import to_bibtex
     from rag.llm import open_model
     from rag.retrieve import Filters, Retriever
 
@@ -287,9 +298,14 @@ def run_ask(args) -> int:
             try:
                 if args.json:
                     answer = answerer.ask(question, k=args.k, filters=filters)
-                    print(json.dumps(answer.to_json(), ensure_ascii=False), flush=True)
+                    row = answer.to_json()
+                    if args.cite == "bibtex":
+                        row["bibtex"] = to_bibtex([c.paper for c in answer.citations])
+                    print(json.dumps(row, ensure_ascii=False), flush=True)
                 else:
-                    print_answer(answerer, question, args.k, filters)
+                    answer = print_answer(answerer, question, args.k, filters)
+                    if args.cite == "bibtex" and answer.citations:
+                        print("\n" + to_bibtex([c.paper for c in answer.citations]).strip(), flush=True)
             except BackendError as err:
                 if args.json and not batch:
                     _print_batch_error(True, 1, question, err)
@@ -304,8 +320,8 @@ ABSTAIN_NOTES = {"unsupported": " (the draft above is not supported by the paper
                  "off_question": " (the papers found are about something else)"}
 
 
-def print_answer(answerer, question: str, k, filters) -> None:
-    """Print each claim as soon as it is checked, with its citations, then the references.
+def print_answer(answerer, question: str, k, filters):
+    """Print each claim as soon as it is checked, with its citations, then the references; returns the Answer.
 
     A claim is shown only once checked, because the check may replace it (by the source's
     own sentence, quoted) or hold it back (true of a paper, but not an answer)."""
@@ -332,6 +348,7 @@ def print_answer(answerer, question: str, k, filters) -> None:
     tokens = f"{t['prompt_tokens']} prompt tokens, " if t["prompt_tokens"] else ""
     lines.append(f"\n({t['total_s']:.1f} s: {first}{tokens}{answer.backend} {answer.model})")
     print("\n".join(lines), flush=True)
+    return answer
 
 
 def print_found(hits) -> None:
@@ -342,7 +359,7 @@ def print_found(hits) -> None:
 
 
 def _paper_line(n: int, paper, score: float) -> str:
-    return (f"[{n}] {paper.label} · {paper.category or 'no category'} · score {score:.3f} · "
+    return (f"[{n}] {paper.reference()} · {paper.category or 'no category'} · score {score:.3f} · "
             f"{paper.paper_id} · {paper.source}")
 
 
@@ -489,10 +506,12 @@ def run_bench(args) -> int:
 
     if args.scale is not None and args.scale < 1:
         raise UsageError(f"--scale must be at least 1 paper, got {args.scale}")
+    if args.scale is None and args.scale_format != "corpus":
+        raise UsageError("--scale-format needs --scale N: it is the format of the synthetic corpus")
     if args.rounds < 1 or args.eval_questions < 0:
         raise UsageError("--rounds must be at least 1 and --eval 0 or more")
     result = bench(_llm_settings(args), scale=args.scale, seed=args.seed, eval_questions=args.eval_questions,
-                   rounds=args.rounds, workdir=args.workdir, say=_say)
+                   rounds=args.rounds, workdir=args.workdir, say=_say, scale_format=args.scale_format)
     print(to_json(result) if args.json else format_table(result))
     return 0
 

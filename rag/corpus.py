@@ -1,15 +1,17 @@
-"""Parse abstract files into Paper records.
+"""Parse abstract files into Paper records; find the corpus files under the paths given.
 
-The format (README, "Corpus format"): paragraphs separated by blank lines; a header paragraph
+The bundled format (README, "Corpus format"): paragraphs separated by blank lines; a header paragraph
 `论文检索`; then per paper an optional category line `Area · Subarea`, an authors line
 (comma-separated, a trailing `等` means the list was cut) and one abstract paragraph.
 A paper without a category line has no category: it never inherits the one above it.
 
+The other formats (BibTeX, RIS, arXiv metadata, CSV/JSONL) are rag.formats' job; load_corpus reads
+every file through it and merges the papers that are the same (duplicate_keys).
 This module only reads files; it knows nothing of chunks, embeddings or the store.
 Any problem is a CorpusError naming the file and line, raised before anything is
 written anywhere. A path that cannot be read (no permission, a broken link, a FIFO named
 directly) is a UsageError naming it: a folder is never read in part, since an ingest would
-then delete the papers it could not see. Inside a folder, a `.txt` entry that is no regular
+then delete the papers it could not see. Inside a folder, a corpus entry (CORPUS_SUFFIXES) that is no regular
 file (a FIFO, socket, device, broken link) is skipped with a warning in Corpus.skipped, and
 linked folders are not followed (so a link loop cannot hang the walk).
 """
@@ -20,7 +22,7 @@ import os
 import re
 import stat
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rag.errors import CorpusError, UsageError
@@ -30,6 +32,8 @@ HEADER = "论文检索"
 CATEGORY_SEPARATOR = " · "
 ET_AL_MARK = "等"
 CORPUS_SUFFIX = ".txt"
+# What a folder is searched for: the bundled format and those of rag.formats
+CORPUS_SUFFIXES = (CORPUS_SUFFIX, ".bib", ".ris", ".jsonl", ".csv")
 
 _SURNAME_PARTICLES = {"van", "von", "de", "der", "den", "da", "di", "du", "del", "della",
                       "le", "la", "dos", "das", "ter", "ten", "bin", "al", "el"}
@@ -57,11 +61,47 @@ class Paper:
     line: int
     label: str
     urls: tuple[str, ...]
+    # what a reference manager or metadata dump may know (rag.formats); the bundled format has none
+    title: str | None = None
+    year: int | None = None
+    venue: str | None = None
+    doi: str | None = None
+    arxiv_id: str | None = None
+    url: str | None = None
 
     @property
     def source(self) -> str:
         """Where the paper comes from: `file.txt#position` (1-based)."""
         return f"{self.source_file}#{self.position}"
+
+    @property
+    def link(self) -> str | None:
+        """The paper's own page: its URL, else its DOI, else its arXiv abstract page."""
+        if self.url:
+            return self.url
+        if self.doi:
+            return f"https://doi.org/{self.doi}"
+        if self.arxiv_id:
+            return f"https://arxiv.org/abs/{self.arxiv_id}"
+        return None
+
+    def reference(self) -> str:
+        """How a citation names the paper: 'Surname et al. 2025 · "Title" · https://…', with what it has."""
+        parts = [f"{self.label} {self.year}" if self.year else self.label]
+        if self.title:
+            parts.append(f'"{self.title}"')
+        if self.link:
+            parts.append(self.link)
+        return " · ".join(parts)
+
+    def bibliography(self) -> dict:
+        """The bibliographic fields for JSON (None where unknown), `url` being the paper's link."""
+        return {name: getattr(self, name) for name in BIBLIOGRAPHIC_FIELDS} | {"url": self.link,
+                                                                              "reference": self.reference()}
+
+
+# Paper's optional bibliographic fields, in order: absent (None) ones are left out of what is stored
+BIBLIOGRAPHIC_FIELDS = ("title", "year", "venue", "doi", "arxiv_id", "url")
 
 
 @dataclass(frozen=True)
@@ -70,8 +110,8 @@ class Corpus:
 
     papers: tuple[Paper, ...]
     files: tuple[Path, ...]
-    duplicates: tuple[str, ...]
-    skipped: tuple[str, ...] = ()   # warnings: entries in the folders that are not corpus files
+    duplicates: tuple[str, ...]     # warnings: one per paper merged into an earlier one
+    skipped: tuple[str, ...] = ()   # warnings: folder entries that are not corpus files, records skipped
 
 
 @dataclass(frozen=True)
@@ -80,23 +120,63 @@ class _Paragraph:
     text: str
 
 
-def load_corpus(paths) -> Corpus:
-    """Parse every corpus file under `paths` (files or folders of .txt files)."""
+def load_corpus(paths, format: str | None = None) -> Corpus:
+    """Read every corpus file under `paths` (files, or folders of CORPUS_SUFFIXES files).
+
+    `format` (rag.formats.FORMATS) overrides what each file's name and content say. Every file is
+    read before any paper is returned, so a malformed one raises before anything is written."""
+    from rag.formats import read_papers   # rag.formats builds on this module
+
     skipped: list[str] = []
     files = corpus_files(paths, skipped)
-    papers, seen, duplicates = [], {}, []
+    papers: list[Paper] = []
+    seen: dict[str, int] = {}   # duplicate key -> index in papers
+    duplicates = []
     for path in files:
-        for paper in parse_file(path):
-            if paper.paper_id in seen:
-                duplicates.append(f"{paper.source} repeats {seen[paper.paper_id]}; kept the first")
+        found, warnings = read_papers(path, format)
+        skipped.extend(warnings)
+        for paper in found:
+            keys = duplicate_keys(paper)
+            match = next((seen[k] for k in keys if k in seen), None)
+            if match is None:
+                seen.update(dict.fromkeys(keys, len(papers)))
+                papers.append(paper)
                 continue
-            seen[paper.paper_id] = paper.source
-            papers.append(paper)
+            kept = merge(papers[match], paper)
+            papers[match] = kept
+            seen.update(dict.fromkeys(duplicate_keys(kept) + keys, match))
+            duplicates.append(f"{paper.source} repeats {kept.source}; merged into it")
     return Corpus(tuple(papers), tuple(files), tuple(duplicates), tuple(skipped))
 
 
+def duplicate_keys(paper: Paper) -> list[str]:
+    """What makes two records the same paper: the id (same authors and abstract), DOI, arXiv id,
+    normalised title + first author, normalised abstract + first author."""
+    first = " ".join(name_tokens(surname(paper.authors[0])))
+    keys = [f"id:{paper.paper_id}", f"abstract:{first}:{_normalised(paper.text)}"]
+    if paper.doi:
+        keys.append(f"doi:{paper.doi.lower()}")
+    if paper.arxiv_id:
+        keys.append(f"arxiv:{re.sub(r'v[0-9]+$', '', paper.arxiv_id.lower())}")
+    if paper.title:
+        keys.append(f"title:{first}:{_normalised(paper.title)}")
+    return keys
+
+
+def _normalised(text: str) -> str:
+    return " ".join(re.findall(r"\w+", fold(text)))
+
+
+def merge(kept: Paper, other: Paper) -> Paper:
+    """`kept` with the category and bibliographic fields it lacks taken from `other` (its id, text and
+    source stay)."""
+    missing = {name: getattr(other, name) for name in ("category",) + BIBLIOGRAPHIC_FIELDS
+               if getattr(kept, name) is None and getattr(other, name) is not None}
+    return replace(kept, **missing) if missing else kept
+
+
 def corpus_files(paths, skipped: list[str] | None = None) -> list[Path]:
-    """Expand files and folders into a sorted, de-duplicated list of .txt files.
+    """Expand files and folders into a sorted, de-duplicated list of corpus files.
 
     A path that cannot be read is a UsageError; what a folder holds besides corpus files
     is appended to `skipped` as one warning per entry."""
@@ -109,17 +189,17 @@ def corpus_files(paths, skipped: list[str] | None = None) -> list[Path]:
             inside: list[Path] = []
             _walk(path, inside, skipped)
             if not inside:
-                raise UsageError(f"{path}: no {CORPUS_SUFFIX} corpus files in this folder")
+                raise UsageError(f"{path}: no corpus files ({', '.join(CORPUS_SUFFIXES)}) in this folder")
             found.update(dict.fromkeys(p.resolve() for p in sorted(inside)))
         elif stat.S_ISREG(mode):
             found[path.resolve()] = None
         else:
-            raise UsageError(f"{path}: {_kind(mode)}, not a corpus file: name a .txt file or a folder of them")
+            raise UsageError(f"{path}: {_kind(mode)}, not a corpus file: name a corpus file or a folder of them")
     return list(found)
 
 
 def _walk(folder: Path, found: list[Path], skipped: list[str]) -> None:
-    """Add the regular .txt files under `folder` to `found`, every subfolder read or an error."""
+    """Add the regular corpus files under `folder` to `found`, every subfolder read or an error."""
     try:
         with os.scandir(folder) as scan:
             entries = list(scan)
@@ -133,10 +213,10 @@ def _walk(folder: Path, found: list[Path], skipped: list[str]) -> None:
             raise _unreadable(path, "path", err) from None
         if is_dir:
             _walk(path, found, skipped)
-        elif is_link and not entry.name.endswith(CORPUS_SUFFIX):
+        elif is_link and not entry.name.endswith(CORPUS_SUFFIXES):
             if path.is_dir():
                 skipped.append(f"{path}: a symbolic link to a folder, not followed; name its target to include it")
-        elif entry.name.endswith(CORPUS_SUFFIX):
+        elif entry.name.endswith(CORPUS_SUFFIXES):
             try:
                 mode = _stat(path, named=False).st_mode
             except _Skip as skip:
@@ -188,10 +268,10 @@ def _unreadable(path: Path, what: str, err: OSError) -> UsageError:
                       "the corpus paths")
 
 
-def parse_file(path) -> list[Paper]:
-    """Parse one corpus file into papers."""
+def parse_file(path, text: str | None = None) -> list[Paper]:
+    """Parse one corpus file (its `text` when already read) into papers."""
     path = Path(path)
-    paragraphs = _paragraphs(_read_text(path))
+    paragraphs = _paragraphs(read_text(path) if text is None else text)
     if not paragraphs:
         raise CorpusError(path, 1, f"file is empty; a corpus file starts with the header line '{HEADER}'")
     if paragraphs[0].text != HEADER:
@@ -206,7 +286,8 @@ def parse_file(path) -> list[Paper]:
     return papers
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
+    """A corpus file's text (UTF-8, NFC, no BOM); a binary or non-UTF-8 file is a CorpusError."""
     try:
         # O_NONBLOCK: a FIFO that replaced the file since it was listed cannot block the open
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -215,7 +296,7 @@ def _read_text(path: Path) -> str:
     with open(fd, "rb") as file:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise UsageError(f"{path}: {_kind(mode)}, not a corpus file: name a .txt file or a folder of them")
+            raise UsageError(f"{path}: {_kind(mode)}, not a corpus file: name a corpus file or a folder of them")
         try:
             data = file.read()
         except OSError as err:

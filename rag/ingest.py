@@ -3,7 +3,7 @@
 `ingest` makes the collection hold exactly the given corpus: new papers are added,
 edited ones replaced, removed ones deleted, unchanged ones left alone (not re-embedded).
 A paper's id is a hash of its text, so an edited abstract is a removal plus an addition.
-A paper whose text is unchanged but whose metadata moved (category, position) keeps its
+A paper whose text and title are unchanged but whose metadata moved (category, position) keeps its
 vectors and gets new metadata. Each paper's chunks are written in one call, after any
 old chunks are deleted, and every chunk records how many chunks its paper has: an ingest killed halfway leaves papers
 that are either whole or missing or detectably short, and the next ingest repairs them.
@@ -51,10 +51,15 @@ class IngestReport:
     unchanged: int
     embedded: int   # chunks embedded by the model in this ingest
     cached: int     # chunks whose vectors came from the embedding cache
-    duplicates: tuple[str, ...]
+    duplicates: tuple[str, ...]   # warnings: records merged into an earlier one (the same paper)
     seconds: float
-    skipped: tuple[str, ...] = ()   # warnings: folder entries that are not corpus files
+    skipped: tuple[str, ...] = ()   # warnings: folder entries that are not corpus files, records skipped
     instructions: tuple[str, ...] = ()   # warnings: papers with sentences addressed to a model (prompt_safety)
+
+    @property
+    def merged(self) -> int:
+        """How many records were the same paper as an earlier one, and merged into it."""
+        return len(self.duplicates)
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -66,18 +71,20 @@ class _StoredPaper:
     fingerprint: str
     n_chunks: int
     found_chunks: int
+    title: str | None = None   # part of what was chunked and embedded (indexed_text)
 
 
 def ingest(settings: Settings, paths=None, progress: bool = True, rebuild: bool = False,
-           notify=None) -> IngestReport:
-    """Parse `paths` (default: settings.corpus) and make the index hold exactly those papers.
+           notify=None, format: str | None = None) -> IngestReport:
+    """Parse `paths` (default: settings.corpus; in `format`, else each file's own, rag.formats) and make
+    the index hold exactly those papers.
 
     `notify(message)` hears that another ingest of the index is running and this one waits
     (default: stderr when `progress` is on, else nothing)."""
     from rag.ingest_lock import ingest_lock   # here, so a search that needs no ingest never imports it
 
     started = time.perf_counter()
-    corpus = load_corpus(paths or [settings.corpus])
+    corpus = load_corpus(paths or [settings.corpus], format)
     if notify is None:
         notify = to_stderr if progress else (lambda message: None)
     with ingest_lock(settings, notify), \
@@ -107,7 +114,10 @@ def sync(store: Store, corpus: Corpus, settings: Settings, cache: EmbeddingCache
     collection = store.collection(create=True)
     stored = _stored_papers(collection)
     wanted = {p.paper_id: p for p in corpus.papers}
-    whole = {pid for pid, s in stored.items() if pid in wanted and s.found_chunks == s.n_chunks}
+    # a paper whose title changed (one merged in from another file) is chunked and embedded anew: the title is
+    # part of its chunks' text (indexed_text)
+    whole = {pid for pid, s in stored.items()
+             if pid in wanted and s.found_chunks == s.n_chunks and s.title == wanted[pid].title}
     relabel = [wanted[pid] for pid in whole if stored[pid].fingerprint != fingerprint(wanted[pid])]
     broken = [pid for pid in stored if pid not in whole]
     for start in range(0, len(broken), 500):
@@ -139,7 +149,7 @@ def _add_papers(collection, papers: list[Paper], settings: Settings, cache: Embe
             batch = papers[start:start + size]
             ids, texts, metadatas = [], [], []
             for paper in batch:
-                chunks = splitter.split_text(paper.text)
+                chunks = splitter.split_text(indexed_text(paper))
                 for number, text in enumerate(chunks):
                     ids.append(f"{paper.paper_id}-{number}")
                     texts.append(text)
@@ -150,6 +160,11 @@ def _add_papers(collection, papers: list[Paper], settings: Settings, cache: Embe
             cached += len(texts) - n_embedded
             bar.update(len(batch))
     return embedded, cached
+
+
+def indexed_text(paper: Paper) -> str:
+    """What is chunked, embedded and keyword-indexed: the title (when the paper has one), then its text."""
+    return f"{paper.title}\n\n{paper.text}" if paper.title else paper.text
 
 
 def papers_per_batch(n_papers: int) -> int:
@@ -168,7 +183,7 @@ def make_splitter(settings: Settings):
 def _stored_papers(collection) -> dict[str, _StoredPaper]:
     found: dict[str, list] = {}
     for meta in read_all(collection):
-        entry = found.setdefault(meta["paper_id"], [meta["fingerprint"], meta["n_chunks"], 0])
+        entry = found.setdefault(meta["paper_id"], [meta["fingerprint"], meta["n_chunks"], 0, meta.get("title")])
         if entry[0] != meta["fingerprint"]:
             entry[0] = "mixed"
         entry[2] += 1
@@ -202,7 +217,7 @@ class IndexInfo:
                 "uncategorized": categories.get("", 0), "sources": self.sources,
                 "ingested_at": self.ingested_at, "size_bytes": self.size_bytes,
                 "list": [{"paper_id": p.paper_id, "label": p.label, "authors": list(p.authors),
-                          "category": p.category, "source": p.source} for p in self.papers]}
+                          "category": p.category, "source": p.source} | p.bibliography() for p in self.papers]}
 
 
 def describe_index(settings: Settings) -> IndexInfo:

@@ -77,15 +77,17 @@ class KeywordIndex:
 
 
 def searchable_text(paper: Paper) -> str:
-    """What BM25 indexes of a paper: abstract, authors and category, accent-folded."""
-    return fold("\n".join([paper.text, ", ".join(paper.authors), paper.category or ""]))
+    """What BM25 indexes of a paper: title (when it has one), abstract, authors and category, accent-folded."""
+    return fold("\n".join(([paper.title] if paper.title else []) +
+                          [paper.text, ", ".join(paper.authors), paper.category or ""]))
 
 
 def papers_key(papers: list[Paper]) -> str:
-    """Names the saved index of exactly these papers (their ids cover text and authors; the category too)."""
+    """Names the saved index of exactly these papers (their ids cover text and authors; the category and
+    title too, a title only when there is one)."""
     digest = hashlib.sha256(f"keyword-format-{KEYWORD_FORMAT}".encode())
-    for paper_id, category in sorted((p.paper_id, p.category or "") for p in papers):
-        digest.update(f"\n{paper_id}\t{category}".encode())
+    for paper_id, category, title in sorted((p.paper_id, p.category or "", p.title or "") for p in papers):
+        digest.update((f"\n{paper_id}\t{category}" + (f"\t{title}" if title else "")).encode())
     return digest.hexdigest()[:16]
 
 

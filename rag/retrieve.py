@@ -67,7 +67,7 @@ class Hit:
                 "abstract": p.abstract, "best_chunk": self.best_chunk,
                 "dense_score": round(self.dense_score, 4), "keyword_score": round(self.keyword_score, 4),
                 "paper_score": None if self.paper_score is None else round(self.paper_score, 4),
-                "named": self.named}
+                "named": self.named} | p.bibliography()
 
 
 @dataclass(frozen=True)

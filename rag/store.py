@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from rag.corpus import PARSER_VERSION, Paper, clean_text, name_tokens
+from rag.corpus import BIBLIOGRAPHIC_FIELDS, PARSER_VERSION, Paper, clean_text, name_tokens
 from rag.errors import StoreError
 from rag.settings import TOKENIZER, Settings
 from rag.urls import CHROMA_URL, check_token, check_url, redact_url
@@ -180,8 +180,12 @@ def _first_line(err: Exception) -> str:
 
 
 def fingerprint(paper: Paper) -> str:
-    """Hash of everything stored about a paper: any change means its chunks are rewritten."""
-    record = json.dumps(dataclasses.asdict(paper), sort_keys=True, ensure_ascii=False)
+    """Hash of everything stored about a paper: any change means its chunks are rewritten.
+
+    Absent bibliographic fields are left out, so a paper without them hashes as it did before they existed."""
+    record = {name: value for name, value in dataclasses.asdict(paper).items()
+              if not (name in BIBLIOGRAPHIC_FIELDS and value is None)}
+    record = json.dumps(record, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(record.encode()).hexdigest()[:16]
 
 
@@ -200,6 +204,9 @@ def chunk_metadata(paper: Paper, number: int, n_chunks: int) -> dict:
         meta["category"] = paper.category
     if paper.urls:
         meta["urls"] = list(paper.urls)
+    if paper.text != clean_text(paper.abstract):   # read from a format other than the bundled one (rag.formats)
+        meta["text"] = paper.text
+    meta.update({name: getattr(paper, name) for name in BIBLIOGRAPHIC_FIELDS if getattr(paper, name) is not None})
     return meta
 
 
@@ -208,9 +215,10 @@ def paper_from_metadata(meta: dict) -> Paper:
     return Paper(
         paper_id=meta["paper_id"], authors=tuple(meta["authors"]),
         authors_truncated=bool(meta["authors_truncated"]), category=meta.get("category"),
-        abstract=meta["abstract"], text=clean_text(meta["abstract"]), source_file=meta["source_file"],
-        position=int(meta["position"]), line=int(meta["line"]), label=meta["label"],
-        urls=tuple(meta.get("urls") or ()),
+        abstract=meta["abstract"], text=meta.get("text") or clean_text(meta["abstract"]),
+        source_file=meta["source_file"], position=int(meta["position"]), line=int(meta["line"]),
+        label=meta["label"], urls=tuple(meta.get("urls") or ()),
+        **{name: meta[name] for name in BIBLIOGRAPHIC_FIELDS if name in meta},
     )
 
 

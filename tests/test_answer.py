@@ -204,7 +204,8 @@ def test_answer_json_contract(run):
     data = run(lambda n: reply((GROKKING, [n["Lovelace and Babbage"]]))).to_json()
     assert set(data) >= {"question", "answer", "abstained", "citations", "sentences", "sources", "draft",
                          "invalid_citations", "backend", "model", "index", "timings"}
-    assert set(data["citations"][0]) == {"n", "paper_id", "label", "authors", "category", "source", "score"}
+    assert set(data["citations"][0]) == {"n", "paper_id", "label", "authors", "category", "source", "score", "title",
+                                         "year", "venue", "doi", "arxiv_id", "url", "reference"}
     assert set(data["sentences"][0]) == {"text", "citations", "supported", "kind"}
     assert set(data["timings"]) >= {"retrieve_s", "first_token_s", "generate_s", "total_s", "prompt_tokens",
                                     "completion_tokens"}

@@ -97,9 +97,20 @@ def test_rag_bench_json_prints_the_figures(quoting_model, capsys, monkeypatch, t
     assert figures["papers"] == 40
 
 
+def test_rag_bench_at_scale_can_ingest_arxiv_metadata(quoting_model, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("RAG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("RAG_PAPER_MODEL", "none")
+    assert cli.main(["bench", "--scale", "40", "--scale-format", "arxiv", "--rounds", "1", "--json",
+                     "--workdir", str(tmp_path / "work")]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["papers"] == 40 and figures["synthetic"]["format"] == "arxiv"
+    assert [f.name for f in (tmp_path / "work" / "corpus").glob("syn_*")] == ["syn_00000.jsonl"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["bench", "--scale", "0"], "--scale must be at least 1"),
     (["bench", "--rounds", "0"], "--rounds must be at least 1"),
+    (["bench", "--scale-format", "arxiv"], "--scale-format needs --scale N"),
 ])
 def test_rag_bench_refuses_bad_numbers_in_one_line(argv, message, capsys):
     assert cli.main(argv) == 2

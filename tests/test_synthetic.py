@@ -86,3 +86,15 @@ def test_a_rerun_with_fewer_papers_leaves_no_stale_files(tmp_path, source):
 ])
 def test_sentence_splitting(abstract, sentences):
     assert split_sentences(abstract) == sentences
+
+
+def test_arxiv_format_holds_the_same_papers_with_ids_and_titles(tmp_path, source):
+    write_synthetic_corpus(source, 300, tmp_path / "txt", seed=3, papers_per_file=100)
+    files = write_synthetic_corpus(source, 300, tmp_path / "arxiv", seed=3, papers_per_file=100, format="arxiv")
+    assert [f.name for f in files] == ["syn_00000.jsonl", "syn_00001.jsonl", "syn_00002.jsonl"]
+    bundled, arxiv = load_corpus([tmp_path / "txt"]), load_corpus([tmp_path / "arxiv"])
+    assert arxiv.duplicates == () and arxiv.skipped == () and len(arxiv.papers) == 300
+    assert [(p.authors, p.abstract, p.category) for p in arxiv.papers] == \
+        [(p.authors, p.abstract, p.category) for p in bundled.papers]
+    assert len({p.arxiv_id for p in arxiv.papers}) == len({p.title for p in arxiv.papers}) == 300
+    assert all(p.year == 2025 and p.link == f"https://arxiv.org/abs/{p.arxiv_id}" for p in arxiv.papers)

@@ -2,7 +2,8 @@
 
 Every text that comes from the model, the corpus or the user is HTML-escaped here, and
 the chat shows these messages as HTML, not Markdown: model text can make no element (no
-image, link or script); the only links are rag's citations. A citation [n] of turn t
+image, link or script); the only links are rag's citations and, in the sources panel, a paper's
+own page (its URL, DOI or arXiv link, http or https only). A citation [n] of turn t
 links to `#rag-src-t-n`, the id of that paper's entry in the sources panel; the page's
 script (app.py) opens and highlights it on click. This module only formats records that
 the library produced.
@@ -119,12 +120,25 @@ def _source_entry(turn: int, hit: Hit, n: int | None, highlighted: HighlightedAb
     anchor = f' id="{source_anchor(turn, n)}"' if n is not None else ""
     marker = f"[{n}]" if n is not None else f"#{hit.rank}"
     return (f'<div class="rag-source{" rag-cited" if n is not None else ""}"{anchor} data-paper="{paper.paper_id}">'
-            f'<div class="rag-source-head"><span class="rag-n">{marker}</span> <strong>{escape(paper.label)}</strong>'
+            f'<div class="rag-source-head"><span class="rag-n">{marker}</span> <strong>{escape(paper.label)}'
+            f'{f" {paper.year}" if paper.year else ""}</strong>{_title_html(paper)}'
             f' <span class="rag-score">score {hit.score:.3f}</span></div>'
             f'<div class="rag-meta">{escape(", ".join(paper.authors))}{" et al." if paper.authors_truncated else ""}'
-            f' · {escape(paper.category or "no category")} · {escape(paper.source)}</div>'
+            f' · {escape(paper.category or "no category")} · {escape(paper.source)}{_link_html(paper)}</div>'
             f'{_instructions_note(paper.text)}'
             f'<p class="rag-abstract">{_abstract_html(paper.text, highlighted)}</p></div>')
+
+
+def _title_html(paper) -> str:
+    return f' · <span class="rag-title">“{escape(paper.title)}”</span>' if paper.title else ""
+
+
+def _link_html(paper) -> str:
+    """The paper's own page as a link that opens apart from the chat; '' when it has none (or not http/https)."""
+    link = paper.link
+    if not link or not link.lower().startswith(("https://", "http://")):
+        return ""
+    return f' · <a class="rag-link" href="{escape(link)}" target="_blank" rel="noopener noreferrer">{escape(link)}</a>'
 
 
 def _instructions_note(text: str) -> str:

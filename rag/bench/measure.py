@@ -8,8 +8,9 @@ is dropped afterwards. Measured in one run, side by side:
 - answers: time to first token, total time and prompt tokens, medians over the example
   question and a fixed slice of eval/questions.jsonl, and grounding figures of both
   pipelines on that slice, scored the same way (see grounding_summary).
-With `scale`, the corpus is a synthetic one of that many papers (synthetic.py) and only
-ingest and search are measured; the naive pipeline is not built at that size.
+With `scale`, the corpus is a synthetic one of that many papers (synthetic.py), written in the
+bundled format or, with `scale_format` 'arxiv', as arXiv metadata JSONL (the format users bring),
+and only ingest and search are measured; the naive pipeline is not built at that size.
 """
 
 import contextlib
@@ -47,7 +48,8 @@ RATIO_KEYS = ("ingest_per_s", "search_p50_ms", "search_p95_ms", "first_token_s",
 
 
 def run_bench(settings: Settings, scale: int | None = None, seed: int = 0, eval_questions: int = 14,
-              rounds: int = 2, workdir: Path | None = None, progress: bool = True, say=lambda m: None) -> dict:
+              rounds: int = 2, workdir: Path | None = None, progress: bool = True, say=lambda m: None,
+              scale_format: str = "corpus") -> dict:
     """Measure; returns the figures `rag bench --json` prints."""
     with _workdir(workdir) as work:
         # the model files from the user's cache dir; derived caches (vectors) in the bench's own folder
@@ -60,7 +62,8 @@ def run_bench(settings: Settings, scale: int | None = None, seed: int = 0, eval_
         if paper_model_enabled(settings):
             load_embed_model(settings.paper_model, settings.embed_batch_size, settings.cache_dir)
         result["embed_model_load_s"] = round(time.perf_counter() - started, 2)
-        paths = [_synthetic_corpus(settings, scale, seed, work / "corpus", result, say)] if scale else [settings.corpus]
+        paths = ([_synthetic_corpus(settings, scale, seed, work / "corpus", result, say, scale_format)] if scale
+                 else [settings.corpus])
         try:
             say("Ingesting (cold, then rebuilt from the embedding cache, then unchanged)…")
             result |= measure_ingest(bench_settings, paths, progress)
@@ -95,16 +98,19 @@ def _workdir(workdir: Path | None):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _synthetic_corpus(settings: Settings, n: int, seed: int, folder: Path, result: dict, say) -> Path:
+def _synthetic_corpus(settings: Settings, n: int, seed: int, folder: Path, result: dict, say,
+                      format: str = "corpus") -> Path:
     from rag.bench.synthetic import write_synthetic_corpus
 
     started = time.perf_counter()
-    if not (folder / "DONE").is_file() or (folder / "DONE").read_text() != f"{n} {seed}":
-        say(f"Writing a synthetic corpus of {n} papers (seed {seed}) to {folder}…")
+    done = f"{n} {seed}" + ("" if format == "corpus" else f" {format}")   # a marker written before formats existed
+    if not (folder / "DONE").is_file() or (folder / "DONE").read_text() != done:
+        say(f"Writing a synthetic corpus of {n} papers (seed {seed}, {format} format) to {folder}…")
         shutil.rmtree(folder, ignore_errors=True)
-        write_synthetic_corpus(list(load_corpus([settings.corpus]).papers), n, folder, seed)
-        (folder / "DONE").write_text(f"{n} {seed}")
-    result["synthetic"] = {"papers": n, "seed": seed, "seconds": round(time.perf_counter() - started, 1)}
+        write_synthetic_corpus(list(load_corpus([settings.corpus]).papers), n, folder, seed, format=format)
+        (folder / "DONE").write_text(done)
+    result["synthetic"] = {"papers": n, "seed": seed, "format": format,
+                           "seconds": round(time.perf_counter() - started, 1)}
     return folder
 
 
@@ -287,7 +293,8 @@ def format_table(result: dict) -> str:
     naive, ratio = result.get("naive") or {}, ratios(result)
     scale = result.get("synthetic")
     store = result["machine"]["store"]
-    lines = [f"rag bench: {result['papers']} papers{' (synthetic)' if scale else ''}, {result['chunks']} chunks, "
+    kind = f" (synthetic, {scale.get('format', 'corpus')} format)" if scale else ""
+    lines = [f"rag bench: {result['papers']} papers{kind}, {result['chunks']} chunks, "
              f"{result['machine']['cores']} cores, store {store}"
              + (f", {result['backend']} {result['model']}" if "model" in result else ""), "",
              "| figure | rag | naive llama-index | rag / naive | target |", "|---|---|---|---|---|"]

@@ -3,11 +3,14 @@
 Each pseudo-paper recombines pieces of the real ones: 4–9 sentences drawn from all real
 abstract sentences, 1–8 authors whose first names and surnames come from real authors,
 and the category of a randomly drawn real paper (so the share without a category matches
-the source). Output is deterministic for a seed (same inputs, byte-identical files) and
-in exactly the format rag.corpus parses. The text is plausible, not meaningful: use it to
+the source). Output is deterministic for a seed (same inputs, byte-identical files), in
+the bundled format rag.corpus parses or as arXiv metadata JSONL (SYNTHETIC_FORMATS), where each
+paper also gets an arXiv id and a title made of its first sentence's words. The text is plausible, not meaningful: use it to
 measure speed and size, never retrieval quality. This module writes files only.
 """
 
+import itertools
+import json
 import random
 import re
 from pathlib import Path
@@ -19,6 +22,8 @@ MIN_SENTENCES = 4
 MAX_SENTENCES = 9
 MAX_AUTHORS = 8
 FILE_PREFIX = "syn_"
+SYNTHETIC_FORMATS = {"corpus": CORPUS_SUFFIX, "arxiv": ".jsonl"}
+TITLE_WORDS = 10
 MAX_DRAWS_PER_PAPER = 100
 
 # Where split_sentences breaks a raw abstract (not rag.corpus.split_sentences, which splits clean
@@ -34,11 +39,14 @@ _NAME_WORD = re.compile(r"[^\W\d_][\w'’-]*")
 
 
 def write_synthetic_corpus(source_papers: list[Paper], n: int, out_dir: Path, seed: int = 0,
-                           papers_per_file: int = 1000) -> list[Path]:
-    """Write `n` pseudo-papers into out_dir as syn_00000.txt, syn_00001.txt, ...; returns the files.
+                           papers_per_file: int = 1000, format: str = "corpus") -> list[Path]:
+    """Write `n` pseudo-papers into out_dir as syn_00000.txt, syn_00001.txt, ... (format 'arxiv':
+    syn_00000.jsonl, ...); returns the files.
 
-    Earlier syn_*.txt files in out_dir are removed, so load_corpus(out_dir) reads exactly
+    Earlier syn_* files in out_dir are removed, so load_corpus(out_dir) reads exactly
     these papers (as long as nothing else lives there)."""
+    if format not in SYNTHETIC_FORMATS:
+        raise UsageError(f"unknown synthetic corpus format {format!r}: use {' or '.join(SYNTHETIC_FORMATS)}")
     if n < 1 or papers_per_file < 1:
         raise UsageError(f"need at least one paper and one paper per file, got n={n}, "
                          f"papers_per_file={papers_per_file}")
@@ -51,25 +59,57 @@ def write_synthetic_corpus(source_papers: list[Paper], n: int, out_dir: Path, se
                          f"{len(surnames)} surnames: pass papers with longer abstracts and real author names")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.glob(f"{FILE_PREFIX}*{CORPUS_SUFFIX}"):
-        stale.unlink()
+    for suffix in SYNTHETIC_FORMATS.values():
+        for stale in out_dir.glob(f"{FILE_PREFIX}*{suffix}"):
+            stale.unlink()
     seen: set[str] = set()
     papers = []
     for _ in range(n):
         category = rng.choice(categories)
         authors = ", ".join(_authors(rng, first_names, surnames))
-        papers.append(([category] if category is not None else []) + [authors, _new_abstract(rng, sentences, seen)])
-    return _write_files(papers, out_dir, papers_per_file)
-
-
-def _write_files(papers: list[list[str]], out_dir: Path, papers_per_file: int) -> list[Path]:
+        papers.append((category, authors, _new_abstract(rng, sentences, seen)))
+    write = _corpus_file if format == "corpus" else _arxiv_file
     files = []
+    titles: set[str] = set()
     for number, start in enumerate(range(0, len(papers), papers_per_file)):
-        path = out_dir / f"{FILE_PREFIX}{number:05d}{CORPUS_SUFFIX}"
-        body = [HEADER] + [paragraph for paper in papers[start:start + papers_per_file] for paragraph in paper]
-        path.write_text("\n\n".join(body) + "\n", encoding="utf-8")
+        path = out_dir / f"{FILE_PREFIX}{number:05d}{SYNTHETIC_FORMATS[format]}"
+        path.write_text(write(papers[start:start + papers_per_file], start, titles), encoding="utf-8")
         files.append(path)
     return files
+
+
+def _corpus_file(papers: list[tuple], first: int, titles: set[str]) -> str:
+    body = [HEADER] + [paragraph for category, authors, abstract in papers
+                       for paragraph in ([category] if category is not None else []) + [authors, abstract]]
+    return "\n\n".join(body) + "\n"
+
+
+def _arxiv_file(papers: list[tuple], first: int, titles: set[str]) -> str:
+    """arXiv metadata records, one per line, with the fields of arXiv's own dump."""
+    lines = []
+    for number, (category, authors, abstract) in enumerate(papers, start=first):
+        month, serial = 1 + number // 99_999 % 12, number % 99_999 + 1
+        names = authors.split(", ")
+        parsed = [[surname(name), name[:-len(surname(name))].strip(), ""] for name in names]
+        record = {"id": f"25{month:02d}.{serial:05d}", "submitter": names[0],
+                  "authors": ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1],
+                  "title": _title(abstract, titles), "comments": None, "journal-ref": None, "doi": None,
+                  "report-no": None, "categories": category, "license": None, "abstract": abstract,
+                  "update_date": f"2025-{month:02d}-15", "authors_parsed": parsed}
+        lines.append(json.dumps(record, ensure_ascii=False))
+    return "\n".join(lines) + "\n"
+
+
+def _title(abstract: str, titles: set[str]) -> str:
+    """The first TITLE_WORDS words of the abstract, more where that title (its words, lower-cased: what
+    rag.corpus.duplicate_keys compares) was given already."""
+    words = abstract.rstrip(".").split()
+    longer = [" ".join(words[:size]).rstrip(".,;:") for size in range(min(TITLE_WORDS, len(words)), len(words) + 1)]
+    for title in itertools.chain(longer, (f"{longer[-1]} {n}" for n in itertools.count(2))):
+        key = " ".join(re.findall(r"\w+", title.lower()))
+        if key not in titles:
+            titles.add(key)
+            return title
 
 
 def split_sentences(abstract: str) -> list[str]:
