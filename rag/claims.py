@@ -14,9 +14,11 @@ Three rules that grounding.py's support check does not cover, each deterministic
   nor 'how many X' by a number of something else (`counted_words`: '16 minutes' is not hours);
 - when the model restates the question instead of answering it, or writes only about papers
   off the question, a source's own sentence that is closest to the question stands in for
-  it, quoted and attributed (`quoted_claim`), unless the question asks for a number the sentence lacks,
-  and when the question asks for a number and the model gives one its source does not hold,
-  the answer says that the source does not state it (`not_stated_claim`) instead of guessing.
+  it, quoted and attributed (`quoted_claim`); for a question that asks for a number, its closest
+  sentence that states one (a claim on the topic without the number gives way to it too),
+  and when the question asks for a number the source does not hold, or the model gives one its
+  source does not hold, the answer says that the source does not state it (`not_stated_claim`)
+  instead of guessing.
 A shown claim that speaks of its paper without naming it ("The paper shows", "We propose") is
 named (`name_the_paper`).
 The floors were chosen on the tune parts of eval/ (eval/README.md).
