@@ -134,7 +134,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from rag.settings import Settings
-    from ui.app import build_app
+    from rag.ui.app import build_app
 
     app = build_app(Settings.from_env())
     url = app.launch(port=free_port())

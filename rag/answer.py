@@ -34,7 +34,7 @@ from rag.prompt_safety import Screened, defuse, remove_instructions, screen
 from rag.prompts import load_prompt
 from rag.retrieve import Filters, Hit, Retriever
 from rag.settings import Settings, token_encoding
-from rag.translate import question_language
+from rag.translate import Translator, question_language
 
 CANNOT_ANSWER = "The provided papers do not answer this question."
 LIST_LEAD = "{count} of the papers answer this:"
@@ -154,15 +154,18 @@ class Answer:
 class Answerer:
     """Answers questions from one index with one LLM backend."""
 
-    def __init__(self, settings: Settings, retriever: Retriever, model):
+    def __init__(self, settings: Settings, retriever: Retriever, model, translator: Translator | None = None):
+        """`translator` puts answers back into the question's language (share the retriever's, which
+        translated the question: rag.translate.translator_for); without one they stay in English."""
         self.settings = settings
         self.retriever = retriever
         self.model = model
+        self.translator = translator
         self.grounding = GroundingChecker(retriever.embed_model)
         self.system_prompt = load_prompt("answer_system" if settings.answer_format == "json"
                                          else "answer_system_text")
-        if retriever.translator:
-            retriever.translator.use_model(model)
+        if translator:
+            translator.use_model(model)
         self.user_prompt = load_prompt("answer_user")
         self._vectors: dict[str, list[float]] = {}
 
@@ -259,7 +262,7 @@ class Answerer:
 
     def _render(self, record: Answer, prefix: str = "") -> None:
         """The answer text: its sentences; for claims about several papers, a lead line and a list."""
-        if record.language:
+        if record.language and self.translator:
             self._translate_back(record)
         if record.lead is not None:
             body = "\n".join(f"- {s.render()}" for s in record.sentences)
@@ -273,7 +276,7 @@ class Answerer:
         """Checked English sentences -> the question's language, citations kept on their sentences."""
         started = time.perf_counter()
         english = [s.text for s in record.sentences]
-        translated = self.retriever.translator.from_english(english, record.language)
+        translated = self.translator.from_english(english, record.language)
         record.sentences = [Sentence(text, s.citations, s.supported, s.text if text != s.text else None, s.kind,
                                      s.quote) for text, s in zip(translated, record.sentences)]
         record.timings["translate_answer_s"] = time.perf_counter() - started

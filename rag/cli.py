@@ -174,12 +174,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> int:
+def main(argv=None, open_model=None) -> int:
+    """Run one command; `open_model(settings)` opens the LLM (default rag.llm.open_model: the configured backend)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    args.open_model = open_model or _open_configured_model
     try:
         return args.handler(args)
     except RagError as err:
@@ -201,6 +203,12 @@ def main(argv=None) -> int:
         _say(f"rag: internal error: {type(err).__name__}: {redact_url(str(err))} "
              "(rerun with RAG_DEBUG=1 for the traceback)")
         return 1
+
+
+def _open_configured_model(settings: Settings):
+    from rag.llm import open_model
+
+    return open_model(settings)
 
 
 def _settings(args, **overrides) -> Settings:
@@ -271,10 +279,12 @@ def _each_question(questions, batch: bool, as_json: bool, handle) -> int:
 
 def run_search(args) -> int:
     from rag.retrieve import Filters, Retriever
+    from rag.translate import translator_for
 
     questions, batch = _questions(args)
+    settings = _settings(args)
     filters = Filters(category=args.category, author=args.author)
-    with Retriever(_settings(args), notify=_say) as retriever:
+    with Retriever(settings, notify=_say, translator=translator_for(settings, args.open_model)) as retriever:
         def handle(question):
             result = retriever.search(question, k=args.k, filters=filters)
             print(json.dumps(result.to_json(), ensure_ascii=False) if args.json else format_result(result),
@@ -285,14 +295,15 @@ def run_search(args) -> int:
 def run_ask(args) -> int:
     from rag.answer import Answerer
     from rag.formats import to_bibtex
-    from rag.llm import open_model
     from rag.retrieve import Filters, Retriever
+    from rag.translate import translator_for
 
     questions, batch = _questions(args)
     settings = _llm_settings(args)
     filters = Filters(category=args.category, author=args.author)
-    with Retriever(settings, notify=_say) as retriever:
-        answerer = Answerer(settings, retriever, open_model(settings))
+    translator = translator_for(settings, args.open_model)   # the question's, then the answer's
+    with Retriever(settings, notify=_say, translator=translator) as retriever:
+        answerer = Answerer(settings, retriever, args.open_model(settings), translator)
 
         def handle(question):
             try:
@@ -392,12 +403,14 @@ def format_result(result) -> str:
     return "\n".join(lines)
 
 
-def _replay_model(run: Path | None):
-    if run is None:
-        return None
+def _model_opener(args):
+    """How `rag eval` opens its model: the replies saved in --replay RUN, else the configured LLM."""
+    if args.replay is None:
+        return args.open_model
     from rag.eval.replay import ReplayModel
 
-    return ReplayModel(run)
+    replay = ReplayModel(args.replay)
+    return lambda settings: replay
 
 
 def run_eval(args) -> int:
@@ -427,7 +440,7 @@ def run_eval(args) -> int:
                                split=args.split, answers=not args.retrieval_only,
                                judges=["grounding"] + ([args.judge] if args.judge else []),
                                progress=progress.retrieval, answer_progress=progress.answer,
-                               out=out, resume=args.resume, model=_replay_model(args.replay))
+                               out=out, resume=args.resume, open_model=_model_opener(args))
     finally:
         progress.close()
     written = report.write_run(results, out)
@@ -479,7 +492,7 @@ def _list_option(value: str | None) -> list[str]:
 
 
 def run_ui(args) -> int:
-    from ui.app import check_bind, check_tls, is_loopback, serve
+    from rag.ui.app import check_bind, check_tls, is_loopback, serve
 
     if args.auth is not None:
         _say("rag ui: warning: --auth shows the password to every user of this machine (ps, /proc): "
@@ -497,7 +510,7 @@ def run_ui(args) -> int:
         check_local_engine(settings)
     serve(settings, host=args.host, port=args.port, auth=args.auth, announce=lambda line: print(line, flush=True),
           auth_file=args.auth_file, ssl_keyfile=args.ssl_keyfile, ssl_certfile=args.ssl_certfile,
-          allowed_hosts=args.allowed_host)
+          allowed_hosts=args.allowed_host, open_model=args.open_model)
     return 0
 
 
@@ -511,7 +524,8 @@ def run_bench(args) -> int:
     if args.rounds < 1 or args.eval_questions < 0:
         raise UsageError("--rounds must be at least 1 and --eval 0 or more")
     result = bench(_llm_settings(args), scale=args.scale, seed=args.seed, eval_questions=args.eval_questions,
-                   rounds=args.rounds, workdir=args.workdir, say=_say, scale_format=args.scale_format)
+                   rounds=args.rounds, workdir=args.workdir, say=_say, scale_format=args.scale_format,
+                   open_model=args.open_model)
     print(to_json(result) if args.json else format_table(result))
     return 0
 
@@ -519,7 +533,7 @@ def run_bench(args) -> int:
 def run_doctor(args) -> int:
     from rag.doctor import diagnose
 
-    report = diagnose(_llm_settings(args))
+    report = diagnose(_llm_settings(args), args.open_model)
     if args.json:
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
     else:

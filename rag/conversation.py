@@ -93,10 +93,11 @@ def parse_condensed(reply: str) -> str | None:
 class ChatAnswerer:
     """Answers the turns of a chat over one index with one LLM backend."""
 
-    def __init__(self, settings: Settings, retriever: Retriever, model):
+    def __init__(self, settings: Settings, retriever: Retriever, model, translator=None):
+        """`translator`: the retriever's, which puts answers back into the question's language (Answerer)."""
         self.model = model
         self.retriever = retriever
-        self.answerer = Answerer(settings, retriever, model)
+        self.answerer = Answerer(settings, retriever, model, translator)
 
     def reply(self, question: str, history: list[Turn] = (), k: int | None = None,
               filters: Filters = Filters(), on_text=lambda text: None,

@@ -54,8 +54,9 @@ class Report:
                 "checks": [check.to_json() for check in self.checks]}
 
 
-def diagnose(settings: Settings) -> Report:
-    """Run every check in order; a failing check never stops the ones after it."""
+def diagnose(settings: Settings, open_model=None) -> Report:
+    """Run every check in order; a failing check never stops the ones after it. `open_model(settings)`
+    opens a remote backend for its probe (default rag.llm.open_model)."""
     started = time.perf_counter()
     checks = [check_python()]
     model = check_model_file(settings)
@@ -63,7 +64,7 @@ def diagnose(settings: Settings) -> Report:
                check_embedding(settings, "paper model"), check_index(settings)]
     if settings.chroma_url:
         checks.append(check_chroma(settings))
-    checks.append(check_backend(settings, checks))
+    checks.append(check_backend(settings, checks, open_model))
     return Report(checks, time.perf_counter() - started)
 
 
@@ -169,7 +170,7 @@ def check_chroma(settings: Settings) -> Check:
                  {"url": url})
 
 
-def check_backend(settings: Settings, earlier: list[Check]) -> Check:
+def check_backend(settings: Settings, earlier: list[Check], open_model=None) -> Check:
     """The configured LLM: the local one answered the engine's probe; a remote one writes one token."""
     facts = {"backend": settings.backend}
     if settings.backend == "local":
@@ -182,7 +183,7 @@ def check_backend(settings: Settings, earlier: list[Check]) -> Check:
 
     try:
         started = time.perf_counter()
-        model = llm.open_model(settings)
+        model = (open_model or llm.open_model)(settings)
         reply = "".join(model.stream([{"role": "user", "content": "Reply with OK."}], None, 1))
     except RagError as err:
         return Check("backend", False, f"{settings.backend}: {err}", facts)

@@ -30,7 +30,7 @@ from rag.mentions import MentionIndex
 from rag.paper_model import PaperScores, PaperVectors, paper_model_enabled
 from rag.settings import Settings
 from rag.store import embedded_path, open_store, paper_id_of_chunk, stored_papers
-from rag.translate import Translator, question_language, safe_to_english
+from rag.translate import question_language, safe_to_english, translator_for
 
 CANDIDATES = 30   # papers taken from each part into the pool that is ranked, whatever k is
 RRF_K = 60        # reciprocal-rank fusion: 1 / (RRF_K + rank)
@@ -114,7 +114,7 @@ class Retriever:
     def __init__(self, settings: Settings, notify=lambda message: None, translator=None):
         self.settings = settings
         self.notify = notify
-        self.translator = translator or (Translator(settings) if settings.translate == "auto" else None)
+        self.translator = translator or translator_for(settings)
         if self.translator is not None and self.translator.cache.skipped:
             notify(f"Skipped {self.translator.cache.skipped} unreadable line(s) of {self.translator.cache.path} "
                    "(cut by an interrupted write); those translations are made again.")

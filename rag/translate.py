@@ -37,11 +37,13 @@ def question_language(text: str) -> str | None:
 
 
 class Translator:
-    """Translates with the configured LLM, opened only when a translation is not cached."""
+    """Translates with the configured LLM, opened (by `open_model`, default rag.llm.open_model) only when a
+    translation is not cached, unless a model is given or shared with use_model."""
 
-    def __init__(self, settings, model=None):
+    def __init__(self, settings, model=None, open_model=None):
         self.settings = settings
         self._model = model
+        self._open_model = open_model
         self.cache = DiskCache(settings.derived_cache_dir / "translations.jsonl")
         hashes = prompt_hashes()
         self._identity = [settings.backend, settings.model or "", hashes["translate_question"],
@@ -55,9 +57,11 @@ class Translator:
     @property
     def model(self):
         if self._model is None:
-            from rag import llm
+            if self._open_model is None:
+                from rag.llm import open_model
 
-            self._model = llm.open_model(self.settings)
+                self._open_model = open_model
+            self._model = self._open_model(self.settings)
         return self._model
 
     def to_english(self, question: str) -> str:
@@ -97,6 +101,11 @@ class Translator:
         """The reply's JSON object; {} when it holds none (the caller then keeps the text as it was)."""
         reply = "".join(self.model.stream([{"role": "user", "content": prompt}], schema, max_tokens))
         return parse_json_reply(reply) or {}
+
+
+def translator_for(settings, open_model=None) -> Translator | None:
+    """The translator the settings ask for (RAG_TRANSLATE=auto), None when translation is off."""
+    return Translator(settings, open_model=open_model) if settings.translate == "auto" else None
 
 
 def safe_to_english(translator: Translator, question: str, notify=lambda message: None) -> str:

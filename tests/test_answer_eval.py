@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from fakes import QuotingModel
+from fakes import QuotingModel, opener
 from rag.eval.answers import alce_scores, contains_all, percentile, score_answer, share, summarise
 from rag.cli import main
 from rag.eval.questions import Question
@@ -117,17 +117,19 @@ def test_share_and_percentile_are_the_evals_and_the_benchs():
 
 @pytest.fixture
 def quoting(monkeypatch, real_index_home):
-    import rag.llm
-
-    model = QuotingModel()
-    monkeypatch.setattr(rag.llm, "open_model", lambda settings: model)
+    """The quoting fake that answers `rag eval` (rag_eval) over the real index."""
     monkeypatch.setenv("RAG_HOME", str(real_index_home))
-    return model
+    return QuotingModel()
+
+
+def rag_eval(model, *argv: str) -> int:
+    """`rag eval ARGV` answered by `model`."""
+    return main(["eval", *argv], open_model=opener(model))
 
 
 def test_full_eval_run_writes_report_results_and_charts(quoting, tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["eval", "--types", "detail,unanswerable", "--out", str(out)]) == 0
+    assert rag_eval(quoting, "--types", "detail,unanswerable", "--out", str(out)) == 0
     printed = capsys.readouterr().out
     assert "| overall |" in printed and "Latency" in printed and "| hybrid | overall |" in printed
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
@@ -151,26 +153,26 @@ def test_full_eval_run_writes_report_results_and_charts(quoting, tmp_path, capsy
 
 def test_a_replayed_run_gives_the_same_answers_without_the_model(quoting, tmp_path, capsys):
     first, replayed = tmp_path / "run", tmp_path / "replayed"
-    assert main(["eval", "--types", "detail,unanswerable", "--out", str(first)]) == 0
+    assert rag_eval(quoting, "--types", "detail,unanswerable", "--out", str(first)) == 0
     asked = quoting.calls["answer"]
-    assert main(["eval", "--types", "detail,unanswerable", "--replay", str(first), "--out", str(replayed)]) == 0
+    assert rag_eval(quoting, "--types", "detail,unanswerable", "--replay", str(first), "--out", str(replayed)) == 0
     assert quoting.calls["answer"] == asked   # the model was not asked again
     runs = [json.loads((run / "results.json").read_text(encoding="utf-8")) for run in (first, replayed)]
     assert runs[1]["manifest"]["llm"]["backend"] == "replay"
     assert [r["answer"]["answer"] for r in runs[0]["answers"]["rows"]] == \
         [r["answer"]["answer"] for r in runs[1]["answers"]["rows"]]
-    assert main(["eval", "--types", "detail,paraphrase", "--replay", str(first), "--out", str(tmp_path / "x")]) == 1
+    assert rag_eval(quoting, "--types", "detail,paraphrase", "--replay", str(first), "--out", str(tmp_path / "x")) == 1
     assert "not in the replayed run" in capsys.readouterr().err
 
 
 def test_llm_judge_verdicts_are_cached_and_runs_diff(quoting, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("RAG_DERIVED_CACHE_DIR", str(tmp_path / "cache"))   # a fresh verdict cache
     first, second = tmp_path / "a", tmp_path / "b"
-    assert main(["eval", "--types", "detail", "--judge", "llm", "--out", str(first)]) == 0
+    assert rag_eval(quoting, "--types", "detail", "--judge", "llm", "--out", str(first)) == 0
     asked = quoting.calls["judge"]
     assert asked > 0
-    assert main(["eval", "--types", "detail", "--judge", "llm", "--compare", "hybrid,dense",
-                 "--out", str(second)]) == 0
+    assert rag_eval(quoting, "--types", "detail", "--judge", "llm", "--compare", "hybrid,dense",
+                    "--out", str(second)) == 0
     assert quoting.calls["judge"] == asked, "a rerun must take every verdict from the cache"
     results = json.loads((second / "results.json").read_text(encoding="utf-8"))
     assert results["answers"]["overall"]["alce_recall_llm"] == 1.0

@@ -8,10 +8,10 @@ import json
 
 import pytest
 from conftest import DATA
-from fakes import QuotingModel
+from fakes import QuotingModel, opener
 from servers import chroma_server
 
-from rag import cli, llm
+from rag import cli
 from rag.bench import measure
 from rag.bench.naive import NaiveAnswer
 from rag.settings import Settings
@@ -19,16 +19,15 @@ from rag.store import open_store
 
 
 @pytest.fixture
-def quoting_model(monkeypatch):
-    model = QuotingModel()
-    monkeypatch.setattr(llm, "open_model", lambda settings: model)
-    return model
+def quoting_model():
+    """The quoting fake that answers for both pipelines (run_bench(..., open_model=opener(quoting_model)))."""
+    return QuotingModel()
 
 
 def test_bench_measures_both_pipelines_side_by_side(quoting_model, tmp_path):
     user = Settings(home=tmp_path / "user-home", cache_dir=tmp_path / "user-cache", corpus=DATA, translate="off",
                     paper_model="none")
-    result = measure.run_bench(user, eval_questions=7, rounds=1, progress=False)
+    result = measure.run_bench(user, eval_questions=7, rounds=1, progress=False, open_model=opener(quoting_model))
     assert result["papers"] == 80 and result["chunks"] >= 80
     assert result["ingest_embedded_chunks"] == result["chunks"] and result["ingest_cached_chunks"] == 0
     assert result["ingest_cached_embedded"] == 0        # the rebuild took every vector from the cache

@@ -13,10 +13,11 @@ from rag import cli
 from rag.cli import main
 
 
-def run(argv, capsys, stdin=None, monkeypatch=None):
+def run(argv, capsys, stdin=None, monkeypatch=None, model=None):
+    """main(argv) with `model` as the LLM (a fake; None: the configured one): exit code, stdout, stderr."""
     if stdin is not None:
         monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    code = main(argv)
+    code = main(argv, open_model=(lambda settings: model) if model is not None else None)
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -131,14 +132,11 @@ def test_debug_shows_the_traceback(tmp_path):
 
 
 @pytest.fixture
-def fake_llm(monkeypatch):
-    """`rag ask` with the scripted fake model instead of the local one."""
+def fake_llm():
+    """The scripted fake model for `rag ask` (run(..., model=fake_llm)) instead of the local one."""
     from fakes import ScriptedModel
-    import rag.llm
 
-    model = ScriptedModel()
-    monkeypatch.setattr(rag.llm, "open_model", lambda settings: model)
-    return model
+    return ScriptedModel()
 
 
 def test_ask_streams_the_answer_then_references(real_index_home, monkeypatch, capsys, fake_llm):
@@ -147,7 +145,7 @@ def test_ask_streams_the_answer_then_references(real_index_home, monkeypatch, ca
     monkeypatch.setenv("RAG_HOME", str(real_index_home))
     fake_llm.enqueue(reply(("GFPO samples larger groups and trains on responses filtered by length and "
                             "token efficiency.", [1]), ("It costs 9000 GPUs.", [7])))
-    code, out, _ = run(["ask", "what methods reduce reasoning length?"], capsys)
+    code, out, _ = run(["ask", "what methods reduce reasoning length?"], capsys, model=fake_llm)
     assert code == 0
     assert out.startswith("Found 5 papers: Shrivastava et al.; ") and out.split("\n")[0].endswith("Answering…")
     assert out.index("Found 5 papers") < out.index("token efficiency. [1]")   # the papers first, then the answer
@@ -161,11 +159,11 @@ def test_ask_json_and_abstention(real_index_home, monkeypatch, capsys, fake_llm)
 
     monkeypatch.setenv("RAG_HOME", str(real_index_home))
     fake_llm.enqueue(reply((CANNOT_ANSWER, []), answerable=False))
-    code, out, _ = run(["ask", "--json", "-k", "3", "what learning rate did GFPO use?"], capsys)
+    code, out, _ = run(["ask", "--json", "-k", "3", "what learning rate did GFPO use?"], capsys, model=fake_llm)
     data = json.loads(out)
     assert code == 0 and data["abstained"] and data["answer"] == CANNOT_ANSWER and len(data["sources"]) == 3
     fake_llm.enqueue(reply((CANNOT_ANSWER, []), answerable=False))
-    code, out, _ = run(["ask", "what learning rate did GFPO use?"], capsys)
+    code, out, _ = run(["ask", "what learning rate did GFPO use?"], capsys, model=fake_llm)
     assert "Nearest papers:\n[1] Shrivastava et al." in out
 
 
@@ -175,17 +173,15 @@ def test_ask_batch_reports_bad_lines(real_index_home, monkeypatch, capsys, fake_
     monkeypatch.setenv("RAG_HOME", str(real_index_home))
     fake_llm.enqueue(reply(("GFPO filters responses by length.", [1])))
     code, out, _ = run(["ask", "--json", "-"], capsys, stdin="what methods reduce reasoning length?\n\n",
-                       monkeypatch=monkeypatch)
+                       monkeypatch=monkeypatch, model=fake_llm)
     rows = [json.loads(line) for line in out.splitlines()]
     assert code == 1 and len(rows) == 2 and rows[0]["citations"][0]["label"] == "Shrivastava et al."
     assert rows[1]["line"] == 2 and rows[1]["exit_code"] == 2
 
 
-def test_ask_empty_question_is_a_usage_error_before_any_model_loads(capsys, monkeypatch):
-    import rag.llm
-
-    monkeypatch.setattr(rag.llm, "open_model", lambda settings: pytest.fail("model loaded"))
-    code, out, err = run(["ask", "  "], capsys)
+def test_ask_empty_question_is_a_usage_error_before_any_model_loads(capsys):
+    code = main(["ask", "  "], open_model=lambda settings: pytest.fail("model loaded"))
+    out, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1 and "question is empty" in err
 
 

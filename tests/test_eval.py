@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA
-import rag.llm
 from rag.cli import main
 from rag.corpus import load_corpus
 from rag.errors import EvalError
@@ -42,10 +41,8 @@ def compared(real_index_home, derived_cache):
     so the gate reads no translation the user's runs cached and never loads the LLM."""
     from rag.settings import Settings
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(rag.llm, "open_model", lambda settings: RecordedTranslations())
-        return evaluate(Settings(home=real_index_home, derived_cache_dir=derived_cache),
-                        ["dense", "bm25", "rrf", "hybrid"])
+    return evaluate(Settings(home=real_index_home, derived_cache_dir=derived_cache),
+                    ["dense", "bm25", "rrf", "hybrid"], open_model=lambda settings: RecordedTranslations())
 
 
 def question_set(name):

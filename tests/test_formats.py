@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, SMALL_PAPERS, write_corpus
+from fakes import opener
 from rag.cli import main
 from rag.corpus import load_corpus
 from rag.errors import CorpusError, UsageError
@@ -274,15 +275,12 @@ def test_a_malformed_file_among_good_ones_writes_nothing(tmp_path, capsys):
 
 @pytest.fixture
 def reading_list_index(tmp_path, monkeypatch):
-    """An index of the fixture reading lists and the scripted fake model in place of the local one."""
+    """An index of the fixture reading lists, and the scripted fake model that answers over it."""
     from fakes import ScriptedModel
-    import rag.llm
 
     files = [FORMATS / n for n in ("library.bib", "library.ris", "arxiv.jsonl", "papers.csv")]
     ingest(Settings.from_env(), paths=files, progress=False)
-    model = ScriptedModel()
-    monkeypatch.setattr(rag.llm, "open_model", lambda settings: model)
-    return model
+    return ScriptedModel()
 
 
 QUESTION = "how does routing questions to experts change the cost of answering?"
@@ -293,7 +291,7 @@ def test_ask_cites_the_title_year_and_link_and_gives_bibtex(reading_list_index, 
     from fakes import reply
 
     reading_list_index.enqueue(reply((CLAIM, [1])))
-    assert main(["ask", "--cite", "bibtex", QUESTION]) == 0
+    assert main(["ask", "--cite", "bibtex", QUESTION], open_model=opener(reading_list_index)) == 0
     out = capsys.readouterr().out
     assert ('References:\n[1] Hopper and Shannon 2021 · "Learning to Route Questions to Experts" · '
             "https://example.org/routing · no category · score") in out
@@ -305,7 +303,7 @@ def test_ask_json_citations_carry_the_bibliographic_fields(reading_list_index, c
     from fakes import reply
 
     reading_list_index.enqueue(reply((CLAIM, [1])))
-    assert main(["ask", "--json", "--cite", "bibtex", QUESTION]) == 0
+    assert main(["ask", "--json", "--cite", "bibtex", QUESTION], open_model=opener(reading_list_index)) == 0
     data = json.loads(capsys.readouterr().out)
     citation = data["citations"][0]
     assert {k: citation[k] for k in ("label", "title", "year", "venue", "doi", "arxiv_id", "url")} == {
@@ -321,7 +319,7 @@ def test_the_sources_panel_shows_title_year_and_a_safe_link():
     from dataclasses import replace
 
     from rag.retrieve import Hit
-    from ui import render
+    from rag.ui import render
 
     hopper = papers_of("library.ris")[0][0]
     bundled = load_corpus([DATA]).papers[0]

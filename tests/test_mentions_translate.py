@@ -80,16 +80,15 @@ def test_translation_is_cached_and_falls_back(tmp_path):
     assert translator.from_english(["Five.", "Six."], "Chinese") == ["Five.", "Six."]
 
 
-def test_search_translates_and_names_authors(real_settings, monkeypatch, tmp_path):
-    import rag.llm
+def test_search_translates_and_names_authors(real_settings, tmp_path):
     from rag.retrieve import Retriever
 
     # fake translations stay out of the session's cache; paper vectors would be embedded again in this one
     real_settings = real_settings.with_overrides(derived_cache_dir=tmp_path, paper_model="none")
 
     model = ScriptedModel({"english": "Which papers study grokking in transformers?"})
-    monkeypatch.setattr(rag.llm, "open_model", lambda settings: model)
-    with Retriever(real_settings) as retriever:
+    translator = Translator(real_settings, open_model=lambda settings: model)
+    with Retriever(real_settings, translator=translator) as retriever:
         result = retriever.search("哪些论文研究了 Transformer 中的顿悟（grokking）现象？")
         assert result.query == "Which papers study grokking in transformers?" and "translate_s" in result.timings
         assert result.question in model.history[0][0]["content"]
@@ -98,8 +97,7 @@ def test_search_translates_and_names_authors(real_settings, monkeypatch, tmp_pat
     assert colas and by_name.hits[0].paper.paper_id in {p.paper_id for p in colas}
 
 
-def test_answer_in_the_question_language(real_settings, monkeypatch, tmp_path):
-    import rag.llm
+def test_answer_in_the_question_language(real_settings, tmp_path):
     from rag.answer import Answerer
     from rag.retrieve import Retriever
 
@@ -108,9 +106,9 @@ def test_answer_in_the_question_language(real_settings, monkeypatch, tmp_path):
     sentence = "GFPO curbs length explosion by filtering sampled responses by length and token efficiency."
     model = ScriptedModel({"english": "What methods reduce reasoning length?"}, reply((sentence, [1])),
                           {"sentences": ["GFPO 通过按长度和词元效率筛选采样的回答来抑制长度膨胀。"]})
-    monkeypatch.setattr(rag.llm, "open_model", lambda settings: model)
-    with Retriever(real_settings) as retriever:
-        answer = Answerer(real_settings, retriever, model).ask("哪些方法可以缩短推理长度？")
+    translator = Translator(real_settings)   # no model of its own: the Answerer shares its model with it
+    with Retriever(real_settings, translator=translator) as retriever:
+        answer = Answerer(real_settings, retriever, model, translator).ask("哪些方法可以缩短推理长度？")
     data = answer.to_json()
     assert data["language"] == "Chinese" and data["query"] == "What methods reduce reasoning length?"
     assert not data["abstained"] and data["answer"].startswith("GFPO 通过") and data["answer"].endswith("[1]")

@@ -29,10 +29,19 @@ def test_the_wheel_ships_the_eval_sets_and_thresholds(wheel):
             assert archive.read(f"rag/eval/{name}") == (REPO / "eval" / name).read_bytes(), name
 
 
+def test_the_chat_ui_installs_inside_the_rag_package(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    assert not [name for name in names if name.split("/")[0] == "ui"], "a top-level ui package collides with others"
+    for module in ("__init__", "app", "backend", "guard", "render"):
+        assert f"rag/ui/{module}.py" in names
+
+
 def test_an_installed_rag_finds_its_eval_sets_inside_the_package(wheel, tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(tmp_path / "site")
     show = ("import json; from rag.eval.questions import default_question_sets, default_thresholds; "
+            "import rag.ui.app; "   # the chat UI imports from inside the installed package
             "print(json.dumps([str(p) for p in [*default_question_sets().values(), default_thresholds()]]))")
     done = subprocess.run([sys.executable, "-c", show], capture_output=True, text=True, timeout=300, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(tmp_path / "site")})

@@ -284,7 +284,7 @@ def test_judge_condense_and_translate_prompts_are_defused(tmp_path):
 
 
 def test_the_sources_panel_notes_instructions_left_out(tmp_path):
-    from ui.render import render_turn_sources
+    from rag.ui.render import render_turn_sources
 
     papers = parse_file(write_corpus(tmp_path / "c.txt", SMALL_PAPERS + ATTACKED))
     shown = render_turn_sources(1, hits=[_hit(p, rank) for rank, p in enumerate(papers, start=1)])

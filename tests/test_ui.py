@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from fakes import ScriptedModel, reply
+from fakes import ScriptedModel, opener, reply
 from rag.answer import Sentence
 from rag.conversation import Turn, condense_question, format_history, parse_condensed
 from rag.errors import UsageError
@@ -37,21 +37,18 @@ CONDENSED = "Which methods that reduce reasoning length use reinforcement learni
 
 
 @pytest.fixture
-def fake_model(monkeypatch):
-    import rag.llm
-
-    model = ScriptedModel()
-    monkeypatch.setattr(rag.llm, "open_model", lambda settings: model)
-    return model
+def fake_model():
+    """The scripted fake that answers in the app (build_app(settings, opener(fake_model)))."""
+    return ScriptedModel()
 
 
 @pytest.fixture
 def ui_url(real_settings, fake_model, monkeypatch):
     """The app on a free loopback port, closed afterwards."""
-    from ui.app import build_app
+    from rag.ui.app import build_app
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    app = build_app(real_settings)
+    app = build_app(real_settings, opener(fake_model))
     url = app.launch(port=free_port())
     yield url
     app.close()
@@ -141,7 +138,7 @@ def test_split_sentences_keeps_decimals_and_abbreviations_whole():
 
 
 def test_rendered_sentence_links_citations_and_marks_unsupported_ones():
-    from ui.render import render_sentence
+    from rag.ui.render import render_sentence
 
     good = render_sentence(2, Sentence("GFPO <b>cuts</b> length.", [1, 3], True))
     assert good == ('GFPO &lt;b&gt;cuts&lt;/b&gt; length. <a class="rag-cite" href="#rag-src-2-1">[1]</a>'
@@ -163,13 +160,13 @@ def test_non_loopback_host_without_auth_is_refused(host, capsys):
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1"])
 def test_loopback_needs_no_auth(host):
-    from ui.app import check_bind
+    from rag.ui.app import check_bind
 
     assert check_bind(host, None) is None
 
 
 def test_auth_from_flag_file_or_environment(monkeypatch, tmp_path):
-    from ui.app import check_bind
+    from rag.ui.app import check_bind
 
     assert check_bind("0.0.0.0", "ada:s3cret:x") == ("ada", "s3cret:x")
     assert check_bind("0.0.0.0", "  ada :lovelace") == ("ada", "lovelace")   # gradio strips the user at login
@@ -190,7 +187,7 @@ def test_auth_from_flag_file_or_environment(monkeypatch, tmp_path):
     ("ada:short", "--auth: the password has 5 characters; use at least 8"),
 ])
 def test_bad_logins_are_refused_saying_what_is_wrong(value, problem):
-    from ui.app import check_bind
+    from rag.ui.app import check_bind
 
     with pytest.raises(UsageError) as refused:
         check_bind("127.0.0.1", value)
@@ -205,7 +202,7 @@ def test_bad_logins_are_refused_saying_what_is_wrong(value, problem):
     (0o000, "ada:lovelace1\n", "cannot read it (Permission denied)"),
 ])
 def test_auth_file_must_be_private_and_hold_a_good_login(tmp_path, mode, content, problem):
-    from ui.app import check_bind
+    from rag.ui.app import check_bind
 
     login = tmp_path / "login"
     login.write_text(content)
@@ -244,10 +241,10 @@ def test_rag_ui_help_prefers_the_environment_or_a_file_for_the_login(capsys):
 def test_served_page_with_auth_refuses_anonymous_clients(real_settings, fake_model, monkeypatch):
     from gradio_client import Client
 
-    from ui.app import build_app
+    from rag.ui.app import build_app
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    app = build_app(real_settings)
+    app = build_app(real_settings, opener(fake_model))
     url = app.launch(port=free_port(), auth="ada:lovelace")
     try:
         with pytest.raises(Exception):
@@ -270,7 +267,7 @@ class FakeClock:
 
 
 def test_login_throttle_locks_an_address_out_doubling_and_recovers():
-    from ui.guard import FORGET_S, LoginThrottle
+    from rag.ui.guard import FORGET_S, LoginThrottle
 
     clock = FakeClock()
     throttle = LoginThrottle(max_failures=3, lockout_s=10, max_lockout_s=25, clock=clock)
@@ -307,11 +304,11 @@ def test_failed_logins_are_throttled_then_recover(real_settings, fake_model, mon
     """Before: 30 wrong logins in 0.06 s were each answered 'Incorrect credentials', and the 31st could be right."""
     from gradio_client import Client
 
-    from ui.app import build_app
-    from ui.guard import LOCKOUT_S, MAX_FAILED_LOGINS
+    from rag.ui.app import build_app
+    from rag.ui.guard import LOCKOUT_S, MAX_FAILED_LOGINS
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    app = build_app(real_settings)
+    app = build_app(real_settings, opener(fake_model))
     clock = FakeClock()
     app.throttle.clock = clock
     url = app.launch(port=free_port(), auth="ada:lovelace")
@@ -368,7 +365,7 @@ def self_signed_certificate(folder) -> tuple:
 
 
 def test_tls_files_are_checked_before_serving(tmp_path):
-    from ui.app import check_tls
+    from rag.ui.app import check_tls
 
     key, cert = self_signed_certificate(tmp_path)
     check_tls(key, cert)
@@ -388,11 +385,11 @@ def test_https_with_a_certificate_and_key(real_settings, fake_model, monkeypatch
     import httpx
     from gradio_client import Client
 
-    from ui.app import build_app
+    from rag.ui.app import build_app
 
     key, cert = self_signed_certificate(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    app = build_app(real_settings)
+    app = build_app(real_settings, opener(fake_model))
     port = free_port()
     url = app.launch(port=port, auth="ada:lovelace", ssl_keyfile=key, ssl_certfile=cert)
     try:
@@ -423,7 +420,7 @@ def test_requests_naming_another_host_are_refused(ui_url):
 
 
 def test_hosts_a_server_answers_to():
-    from ui.guard import HostPolicy
+    from rag.ui.guard import HostPolicy
 
     loopback = HostPolicy.for_bind("127.0.0.1")
     assert [loopback.allows(h) for h in ("127.0.0.1", "localhost", "::1", "127.0.0.2", "10.0.0.5", "rag.lan")] == \
@@ -467,14 +464,14 @@ def test_no_file_is_served_whatever_the_gradio_environment_says(real_settings, f
     edit the app."""
     import httpx
 
-    from ui.app import build_app
+    from rag.ui.app import build_app
 
     secret = tmp_path / "secret.txt"
     secret.write_text("the launch codes")
     monkeypatch.setenv("GRADIO_ALLOWED_PATHS", str(tmp_path))
     monkeypatch.setenv("GRADIO_VIBE_MODE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    app = build_app(real_settings)
+    app = build_app(real_settings, opener(fake_model))
     url = app.launch(port=free_port())
     try:
         for path in (f"gradio_api/file={secret}", f"gradio_api/file/{secret}"):
@@ -538,7 +535,7 @@ def test_ask_endpoint_caps_the_question_and_k(ui_url, fake_model):
 
 
 def test_chat_refuses_a_question_over_the_cap(real_settings):
-    from ui.app import MAX_QUESTION_CHARS, build_app, take_question
+    from rag.ui.app import MAX_QUESTION_CHARS, build_app, take_question
 
     box, chat, asked = take_question("y" * (MAX_QUESTION_CHARS + 1), [], busy=False)
     assert asked == "" and len(chat) == 1 and chat[0]["role"] == "assistant"   # not asked; the text stays in the box
@@ -574,13 +571,11 @@ class OneAtATimeModel(ScriptedModel):
 
 
 def test_five_simultaneous_users_all_get_answers_one_generation_at_a_time(real_settings, monkeypatch):
-    import rag.llm
-    from ui.app import build_app
+    from rag.ui.app import build_app
 
     model = OneAtATimeModel()
-    monkeypatch.setattr(rag.llm, "open_model", lambda settings: model)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    app = build_app(real_settings)
+    app = build_app(real_settings, opener(model))
     url = app.launch(port=free_port())
     try:
         users = [client(url) for _ in range(5)]
@@ -597,10 +592,10 @@ def test_five_simultaneous_users_all_get_answers_one_generation_at_a_time(real_s
 def test_first_question_on_an_empty_index_says_the_index_is_being_built(small_corpus, fake_model):
     from rag.retrieve import Filters
     from rag.settings import Settings
-    from ui.backend import BUILDING_INDEX, LOADING, Backend
+    from rag.ui.backend import BUILDING_INDEX, LOADING, Backend
 
     fake_model.enqueue(reply(("Weight decay controls the delay before test accuracy jumps.", [1])))
-    backend = Backend(Settings.from_env(corpus=small_corpus))
+    backend = Backend(Settings.from_env(corpus=small_corpus), opener(fake_model))
     try:
         events = list(backend.stream("what controls the grokking delay?", [], None, Filters()))
     finally:
@@ -608,7 +603,7 @@ def test_first_question_on_an_empty_index_says_the_index_is_being_built(small_co
     assert events[:2] == [("status", LOADING), ("status", BUILDING_INDEX)]
     assert events[-1][0] == "done" and events[-1][1].answer.citations[0].paper.label == "Lovelace and Babbage"
     assert events[2][0] == "sources" and events[2][1] == events[-1][1].answer.sources   # before the model answers
-    from ui import render
+    from rag.ui import render
     shown = render.render_turn_sources(1, hits=events[2][1], answering=True)
     assert "Papers found (answering…)" in shown and "Lovelace and Babbage" in shown
     assert [e[0] for e in events[3:-1]] == ["text"] * (len(events) - 5) + ["sentence"]
@@ -636,14 +631,12 @@ class EndlessModel:
             self.ended.set()
 
 
-def test_closing_the_backend_stops_the_answer_in_progress_at_its_next_token(real_settings, monkeypatch):
-    import rag.llm
+def test_closing_the_backend_stops_the_answer_in_progress_at_its_next_token(real_settings):
     from rag.retrieve import Filters
-    from ui.backend import LOADING, STOPPED, Backend
+    from rag.ui.backend import LOADING, STOPPED, Backend
 
     model = EndlessModel()
-    monkeypatch.setattr(rag.llm, "open_model", lambda settings: model)
-    backend = Backend(real_settings)
+    backend = Backend(real_settings, opener(model))
     events = backend.stream(EXAMPLE, [], None, Filters())
     assert next(events) == ("status", LOADING)
     assert model.started.wait(60)
@@ -659,7 +652,7 @@ def test_closing_the_backend_stops_the_answer_in_progress_at_its_next_token(real
 def test_abstention_is_said_plainly_with_its_reason():
     from rag.answer import CANNOT_ANSWER, Answer
     from rag.conversation import ChatReply
-    from ui.render import render_reply
+    from rag.ui.render import render_reply
 
     draft = Answer(question="q", answer=CANNOT_ANSWER, abstained=True, citations=[], invalid_citations=[],
                    sentences=[Sentence("The moon is made of cheese.", [], False)], sources=[], backend="fake",

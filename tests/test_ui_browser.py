@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from fakes import ScriptedModel, reply
+from fakes import ScriptedModel, opener, reply
 from rag.settings import Settings
 from servers import free_port
 
@@ -43,17 +43,14 @@ def page(browser):
 
 
 @pytest.fixture
-def serve(monkeypatch):
+def serve():
     """serve(settings, model=None) -> URL of the app, with `model` as its LLM (None: the configured one)."""
-    import rag.llm
-    from ui.app import build_app
+    from rag.ui.app import build_app
 
     apps = []
 
     def start(settings: Settings, model=None) -> str:
-        if model is not None:
-            monkeypatch.setattr(rag.llm, "open_model", lambda _settings: model)
-        app = build_app(settings)
+        app = build_app(settings, opener(model) if model is not None else None)
         apps.append(app)
         return app.launch(port=free_port())
 

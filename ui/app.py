@@ -31,9 +31,9 @@ from rag.conversation import Turn
 from rag.errors import UsageError
 from rag.retrieve import Filters
 from rag.settings import Settings
-from ui import render
-from ui.backend import Backend, StreamedAnswer
-from ui.guard import MAX_FAILED_LOGINS, Guard, HostPolicy, LoginThrottle
+from rag.ui import render
+from rag.ui.backend import Backend, StreamedAnswer
+from rag.ui.guard import MAX_FAILED_LOGINS, Guard, HostPolicy, LoginThrottle
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
@@ -253,10 +253,10 @@ def assistant_message(html: str) -> dict:
     return {"role": "assistant", "content": html}
 
 
-def build_app(settings: Settings | None = None) -> ChatApp:
-    """The chat page over the index and model that `settings` name."""
+def build_app(settings: Settings | None = None, open_model=None) -> ChatApp:
+    """The chat page over the index and model that `settings` name; `open_model` opens the model (Backend)."""
     settings = settings or Settings.from_env()
-    backend = Backend(settings)
+    backend = Backend(settings, open_model)
     with gr.Blocks(title="rag · ask the papers", analytics_enabled=False) as blocks:
         blocks.vibe_mode = False    # GRADIO_VIBE_MODE would let anyone who opens the page rewrite its code
         turns = gr.State([])        # list[Turn]: what follow-ups are condensed with
@@ -380,7 +380,7 @@ def take_question(text: str, chat: list, busy: bool):
 
 def serve(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, auth: str | None = None,
           announce=print, *, auth_file: Path | None = None, ssl_keyfile: Path | None = None,
-          ssl_certfile: Path | None = None, allowed_hosts: Iterable[str] = ()) -> None:
+          ssl_certfile: Path | None = None, allowed_hosts: Iterable[str] = (), open_model=None) -> None:
     """`rag ui`: check the address, start loading the models, serve until SIGINT or SIGTERM.
 
     Then it closes the server and the backend (an answer in progress stops at its next token)
@@ -391,7 +391,7 @@ def serve(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT
     check_bind(host, auth, auth_file)
     check_tls(ssl_keyfile, ssl_certfile)
     stop = StopSignals(SHUTDOWN_DEADLINE_S).install()
-    app = build_app(settings)
+    app = build_app(settings, open_model)
     try:
         app.backend.warm_up()
         url = app.launch(host, port, auth, auth_file=auth_file, ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile,

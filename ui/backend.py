@@ -22,6 +22,7 @@ from rag.conversation import ChatAnswerer, Turn
 from rag.errors import RagError
 from rag.retrieve import Filters, Retriever
 from rag.settings import Settings
+from rag.translate import translator_for
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,10 @@ class Stopped(RagError):
 class Backend:
     """The retriever, the model and the chat answerer of one UI process."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, open_model=None):
+        """`open_model(settings)` opens the LLM when the backend opens (default rag.llm.open_model)."""
         self.settings = settings
+        self._open_model = open_model or llm.open_model
         self.generation_lock = threading.Lock()   # the local LLM generates for one request at a time
         self._open_lock = threading.Lock()
         self._closing = threading.Event()         # set by close(): answers stop at their next token
@@ -61,10 +64,11 @@ class Backend:
             if self._closing.is_set():
                 raise Stopped(STOPPED)
             if self.chat is None:
-                retriever = Retriever(self.settings, notify=notify)
+                translator = translator_for(self.settings, self._open_model)
+                retriever = Retriever(self.settings, notify=notify, translator=translator)
                 try:
-                    model = StoppableModel(llm.open_model(self.settings), self._closing)
-                    self.chat = ChatAnswerer(self.settings, retriever, model)
+                    model = StoppableModel(self._open_model(self.settings), self._closing)
+                    self.chat = ChatAnswerer(self.settings, retriever, model, translator)
                 except BaseException:
                     retriever.close()
                     raise

@@ -16,7 +16,7 @@ from rag.conversation import ChatReply
 from rag.evidence import HighlightedAbstract, split_sentences
 from rag.prompt_safety import screen
 from rag.retrieve import Hit
-from ui.backend import StreamedAnswer
+from rag.ui.backend import StreamedAnswer
 
 UNSUPPORTED_TITLE = "The grounding check found no support for this sentence in the papers it cites."
 ABSTAIN_REASONS = {

@@ -31,6 +31,7 @@ from rag.ingest import describe_index, ingest
 from rag.paper_model import paper_model_enabled
 from rag.retrieve import Retriever
 from rag.settings import EXAMPLE_QUESTION, Settings, available_cores
+from rag.translate import translator_for
 from rag.urls import redact_url
 
 WARM_UP_QUESTION = "how can agents learn from human feedback?"   # loads the model; never timed
@@ -49,8 +50,9 @@ RATIO_KEYS = ("ingest_per_s", "search_p50_ms", "search_p95_ms", "first_token_s",
 
 def run_bench(settings: Settings, scale: int | None = None, seed: int = 0, eval_questions: int = 14,
               rounds: int = 2, workdir: Path | None = None, progress: bool = True, say=lambda m: None,
-              scale_format: str = "corpus") -> dict:
-    """Measure; returns the figures `rag bench --json` prints."""
+              scale_format: str = "corpus", open_model=None) -> dict:
+    """Measure; returns the figures `rag bench --json` prints. `open_model(settings)` opens the LLM
+    both pipelines answer with (default rag.llm.open_model: the configured backend)."""
     with _workdir(workdir) as work:
         # the model files from the user's cache dir; derived caches (vectors) in the bench's own folder
         bench_settings = settings.with_overrides(home=work / "home", derived_cache_dir=work / "cache",
@@ -69,13 +71,15 @@ def run_bench(settings: Settings, scale: int | None = None, seed: int = 0, eval_
             result |= measure_ingest(bench_settings, paths, progress)
             say("Searching…")
             index_settings = bench_settings.with_overrides(corpus=paths[0])
-            with Retriever(index_settings) as retriever:
+            translator = translator_for(index_settings, open_model)
+            with Retriever(index_settings, translator=translator) as retriever:
                 result |= measure_search(retriever.search, rounds)
                 result["open_index_s"] = round(retriever.open_s, 2)
-            with Retriever(index_settings) as retriever:   # as a new process opens it: keyword index from disk
+            # as a new process opens it: keyword index from disk
+            with Retriever(index_settings, translator=translator) as retriever:
                 result["reopen_index_s"] = round(retriever.open_s, 2)
                 if not scale:
-                    result |= compare_with_naive(settings, retriever, eval_questions, rounds, say)
+                    result |= compare_with_naive(settings, retriever, eval_questions, rounds, say, open_model)
             result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         finally:
             if settings.chroma_url:
@@ -141,14 +145,15 @@ def measure_search(search, rounds: int) -> dict:
             "search_p95_ms": round(percentile(latencies, 95), 1), "searches": len(latencies)}
 
 
-def compare_with_naive(settings: Settings, retriever: Retriever, eval_questions: int, rounds: int, say) -> dict:
+def compare_with_naive(settings: Settings, retriever: Retriever, eval_questions: int, rounds: int, say,
+                       open_model=None) -> dict:
     """Ours and the naive pipeline on the same questions, same model: latency, ratios, grounding."""
+    from rag import llm
     from rag.bench.naive import NaivePipeline
-    from rag.llm import open_model
 
     questions = eval_slice(retriever, eval_questions)
-    model = open_model(settings)   # with the user's settings: the engine's verdict cached there is reused
-    answerer = Answerer(retriever.settings, retriever, model)
+    model = (open_model or llm.open_model)(settings)   # user's settings: reuses the engine verdict cached there
+    answerer = Answerer(retriever.settings, retriever, model, retriever.translator)
     say(f"Answering {1 + len(questions)} questions with rag ({model.backend} {model.model})…")
     answerer.ask(WARM_UP_QUESTION)
     ours = [answerer.ask(q.question if q else EXAMPLE_QUESTION) for q in [None] + questions]

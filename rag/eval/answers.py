@@ -24,6 +24,7 @@ from rag.eval.questions import QUESTION_TYPES, Question
 from rag.eval.judge import GroundingJudge, LLMJudge
 from rag.retrieve import Retriever
 from rag.settings import Settings
+from rag.translate import translator_for
 
 SUMMARY_METRICS = ("answered", "false_abstention", "unanswerable_abstained", "accuracy", "precision",
                    "citation_validity", "gold_precision", "gold_recall", "alce_recall_grounding",
@@ -38,8 +39,9 @@ def evaluate_answers(settings: Settings, questions: list[Question], model, judge
     interrupted run with the same settings are taken instead of asking again."""
     rows = []
     saved = checkpoint.load() if checkpoint else {}
-    with Retriever(settings) as retriever:
-        answerer = Answerer(settings, retriever, model)
+    translator = translator_for(settings, lambda _settings: model)
+    with Retriever(settings, translator=translator) as retriever:
+        answerer = Answerer(settings, retriever, model, translator)
         active = [GroundingJudge(retriever)]
         if "llm" in judges:
             active.append(LLMJudge(model, retriever, settings.derived_cache_dir))

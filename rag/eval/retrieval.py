@@ -11,6 +11,7 @@ from rag.eval.overlap import lexical_overlap, quartiles
 from rag.eval.questions import QUESTION_TYPES, Question
 from rag.retrieve import Retriever
 from rag.settings import Settings
+from rag.translate import translator_for
 
 CUTOFFS = (1, 5, 10)
 METRICS = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10")
@@ -31,10 +32,13 @@ def mean_metrics(rows: list[dict]) -> dict[str, float]:
     return {m: round(statistics.fmean(r["scores"][m] for r in rows), 4) for m in METRICS} | {"n": len(rows)}
 
 
-def evaluate_method(settings: Settings, method: str, questions: list[Question], progress=None) -> dict:
-    """Run one retrieval method over the questions with gold papers."""
+def evaluate_method(settings: Settings, method: str, questions: list[Question], progress=None,
+                    open_model=None) -> dict:
+    """Run one retrieval method over the questions with gold papers; `open_model` opens the LLM that
+    translates questions in other scripts (default: the configured one)."""
     rows = []
-    with Retriever(settings.with_overrides(retrieval=method)) as retriever:
+    settings = settings.with_overrides(retrieval=method)
+    with Retriever(settings, translator=translator_for(settings, open_model)) as retriever:
         retriever.search("warm-up")
         scored = [q for q in questions if q.gold]
         for question in scored:
@@ -53,12 +57,13 @@ def evaluate_method(settings: Settings, method: str, questions: list[Question], 
 
 
 def evaluate_set(settings: Settings, methods: list[str], questions: list[Question], abstracts: dict[str, str],
-                 progress=None) -> dict:
+                 progress=None, open_model=None) -> dict:
     """One question set: its size, the lexical overlap of its questions, and every method's metrics."""
     overlap = question_overlaps(questions, abstracts)
     return {"questions": len(questions), "overlap": overlap_summary(questions, overlap),
             "question_overlap": overlap,
-            "methods": {method: evaluate_method(settings, method, questions, progress) for method in methods}}
+            "methods": {method: evaluate_method(settings, method, questions, progress, open_model)
+                        for method in methods}}
 
 
 def labelled(progress, set_name: str):

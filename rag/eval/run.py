@@ -24,15 +24,17 @@ RESULTS_VERSION = 3
 def evaluate(settings: Settings, methods: list[str], question_sets: dict[str, Path] | None = None, types=None,
              split: str = "test", answers: bool = False, judges=("grounding",), progress=None,
              answer_progress=lambda row, done, total: None, out: Path | None = None, resume: bool = False,
-             model=None) -> dict:
+             open_model=None) -> dict:
     """Every retrieval method over each set's questions of one split and, with `answers`, every answer scored.
 
     `question_sets` maps a set name to its file (default: every set in eval/). The result
     carries a manifest of what was measured, so two runs can be compared. With `out`,
     answers are checkpointed to out/answers.jsonl as they are scored; `resume` reuses the
-    rows there from an interrupted run with the same settings. `model` answers instead of the
-    configured LLM (replay.ReplayModel)."""
+    rows there from an interrupted run with the same settings. `open_model(settings)` opens the model
+    that answers and translates questions in other scripts (default rag.llm.open_model, the configured
+    LLM; a replay.ReplayModel replays a run), once and only when needed."""
     paths = {name: Path(path) for name, path in (question_sets or default_question_sets()).items()}
+    open_model = _open_once(open_model)
     check_types(types or [])
     with Retriever(settings) as retriever:
         abstracts = {p.paper_id: p.text for p in retriever.papers}
@@ -41,15 +43,15 @@ def evaluate(settings: Settings, methods: list[str], question_sets: dict[str, Pa
               for name, path in paths.items()}
     results = {"version": RESULTS_VERSION, "kind": "full" if answers else "retrieval", "split": split,
                "manifest": manifest(settings, index, paths),
-               "sets": {name: evaluate_set(settings, methods, questions, abstracts, labelled(progress, name))
+               "sets": {name: evaluate_set(settings, methods, questions, abstracts, labelled(progress, name),
+                                           open_model)
                         for name, questions in chosen.items()}}
     questions = [q for part in chosen.values() for q in part]
     results["questions"] = len(questions)
     if answers:
-        from rag import llm
         from rag.eval.answers import Checkpoint, describe_model, evaluate_answers
 
-        model = model or llm.open_model(settings)
+        model = open_model(settings)
         results["manifest"]["llm"] = describe_model(model)
         checkpoint = None
         if out is not None:
@@ -60,6 +62,22 @@ def evaluate(settings: Settings, methods: list[str], question_sets: dict[str, Pa
                 checkpoint.start()
         results["answers"] = evaluate_answers(settings, questions, model, judges, answer_progress, checkpoint)
     return results
+
+
+def _open_once(open_model):
+    """`open_model` (default rag.llm.open_model), opening the model at the first call only."""
+    opened = []
+
+    def once(settings):
+        if not opened:
+            if open_model is None:
+                from rag.llm import open_model as configured
+
+                opened.append(configured(settings))
+            else:
+                opened.append(open_model(settings))
+        return opened[0]
+    return once
 
 
 def manifest(settings: Settings, index: str, question_sets: dict[str, Path]) -> dict:
