@@ -24,7 +24,7 @@ GENERATED_TOKENS = 64
 
 def prompt_text() -> str:
     """Five abstracts of the bundled corpus and a question, about 1,000 tokens."""
-    from rag.corpus import load_corpus
+    from rag.library import load_corpus
 
     papers = load_corpus([REPO / "data"]).papers[:5]
     sources = "\n\n".join(f"[{n}] {paper.abstract}" for n, paper in enumerate(papers, 1))

@@ -1,28 +1,23 @@
-"""Parse abstract files into Paper records; find the corpus files under the paths given.
+"""The Paper record, the bundled corpus format's parser, and the text rules every format shares.
 
 The bundled format (README, "Corpus format"): paragraphs separated by blank lines; a header paragraph
 `论文检索`; then per paper an optional category line `Area · Subarea`, an authors line
 (comma-separated, a trailing `等` means the list was cut) and one abstract paragraph.
 A paper without a category line has no category: it never inherits the one above it.
 
-The other formats (BibTeX, RIS, arXiv metadata, CSV/JSONL) are rag.formats' job; load_corpus reads
-every file through it and merges the papers that are the same (duplicate_keys).
+The other formats (BibTeX, RIS, arXiv metadata, CSV/JSONL) are rag.formats' job; rag.library
+finds the files under the paths given and merges the papers that are the same.
 This module only reads files; it knows nothing of chunks, embeddings or the store.
 Any problem is a CorpusError naming the file and line, raised before anything is
-written anywhere. A path that cannot be read (no permission, a broken link, a FIFO named
-directly) is a UsageError naming it: a folder is never read in part, since an ingest would
-then delete the papers it could not see. Inside a folder, a corpus entry (CORPUS_SUFFIXES) that is no regular
-file (a FIFO, socket, device, broken link) is skipped with a warning in Corpus.skipped, and
-linked folders are not followed (so a link loop cannot hang the walk).
+written anywhere.
 """
 
-import errno
 import hashlib
 import os
 import re
 import stat
 import unicodedata
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from rag.errors import CorpusError, UsageError
@@ -32,8 +27,6 @@ HEADER = "论文检索"
 CATEGORY_SEPARATOR = " · "
 ET_AL_MARK = "等"
 CORPUS_SUFFIX = ".txt"
-# What a folder is searched for: the bundled format and those of rag.formats
-CORPUS_SUFFIXES = (CORPUS_SUFFIX, ".bib", ".ris", ".jsonl", ".csv")
 
 _SURNAME_PARTICLES = {"van", "von", "de", "der", "den", "da", "di", "du", "del", "della",
                       "le", "la", "dos", "das", "ter", "ten", "bin", "al", "el"}
@@ -105,154 +98,13 @@ BIBLIOGRAPHIC_FIELDS = ("title", "year", "venue", "doi", "arxiv_id", "url")
 
 
 @dataclass(frozen=True)
-class Corpus:
-    """The papers read from a set of files, in file order, without duplicates."""
-
-    papers: tuple[Paper, ...]
-    files: tuple[Path, ...]
-    duplicates: tuple[str, ...]     # warnings: one per paper merged into an earlier one
-    skipped: tuple[str, ...] = ()   # warnings: folder entries that are not corpus files, records skipped
-
-
-@dataclass(frozen=True)
 class _Paragraph:
     line: int
     text: str
 
 
-def load_corpus(paths, format: str | None = None) -> Corpus:
-    """Read every corpus file under `paths` (files, or folders of CORPUS_SUFFIXES files).
-
-    `format` (rag.formats.FORMATS) overrides what each file's name and content say. Every file is
-    read before any paper is returned, so a malformed one raises before anything is written."""
-    from rag.formats import read_papers   # rag.formats builds on this module
-
-    skipped: list[str] = []
-    files = corpus_files(paths, skipped)
-    papers: list[Paper] = []
-    seen: dict[str, int] = {}   # duplicate key -> index in papers
-    duplicates = []
-    for path in files:
-        found, warnings = read_papers(path, format)
-        skipped.extend(warnings)
-        for paper in found:
-            keys = duplicate_keys(paper)
-            match = next((seen[k] for k in keys if k in seen), None)
-            if match is None:
-                seen.update(dict.fromkeys(keys, len(papers)))
-                papers.append(paper)
-                continue
-            kept = merge(papers[match], paper)
-            papers[match] = kept
-            seen.update(dict.fromkeys(duplicate_keys(kept) + keys, match))
-            duplicates.append(f"{paper.source} repeats {kept.source}; merged into it")
-    return Corpus(tuple(papers), tuple(files), tuple(duplicates), tuple(skipped))
-
-
-def duplicate_keys(paper: Paper) -> list[str]:
-    """What makes two records the same paper: the id (same authors and abstract), DOI, arXiv id,
-    normalised title + first author, normalised abstract + first author."""
-    first = " ".join(name_tokens(surname(paper.authors[0])))
-    keys = [f"id:{paper.paper_id}", f"abstract:{first}:{_normalised(paper.text)}"]
-    if paper.doi:
-        keys.append(f"doi:{paper.doi.lower()}")
-    if paper.arxiv_id:
-        keys.append(f"arxiv:{re.sub(r'v[0-9]+$', '', paper.arxiv_id.lower())}")
-    if paper.title:
-        keys.append(f"title:{first}:{_normalised(paper.title)}")
-    return keys
-
-
-def _normalised(text: str) -> str:
-    return " ".join(re.findall(r"\w+", fold(text)))
-
-
-def merge(kept: Paper, other: Paper) -> Paper:
-    """`kept` with the category and bibliographic fields it lacks taken from `other` (its id, text and
-    source stay)."""
-    missing = {name: getattr(other, name) for name in ("category",) + BIBLIOGRAPHIC_FIELDS
-               if getattr(kept, name) is None and getattr(other, name) is not None}
-    return replace(kept, **missing) if missing else kept
-
-
-def corpus_files(paths, skipped: list[str] | None = None) -> list[Path]:
-    """Expand files and folders into a sorted, de-duplicated list of corpus files.
-
-    A path that cannot be read is a UsageError; what a folder holds besides corpus files
-    is appended to `skipped` as one warning per entry."""
-    skipped = [] if skipped is None else skipped
-    found: dict[Path, None] = {}
-    for raw in paths:
-        path = Path(raw).expanduser()
-        mode = _stat(path, named=True).st_mode
-        if stat.S_ISDIR(mode):
-            inside: list[Path] = []
-            _walk(path, inside, skipped)
-            if not inside:
-                raise UsageError(f"{path}: no corpus files ({', '.join(CORPUS_SUFFIXES)}) in this folder")
-            found.update(dict.fromkeys(p.resolve() for p in sorted(inside)))
-        elif stat.S_ISREG(mode):
-            found[path.resolve()] = None
-        else:
-            raise UsageError(f"{path}: {_kind(mode)}, not a corpus file: name a corpus file or a folder of them")
-    return list(found)
-
-
-def _walk(folder: Path, found: list[Path], skipped: list[str]) -> None:
-    """Add the regular corpus files under `folder` to `found`, every subfolder read or an error."""
-    try:
-        with os.scandir(folder) as scan:
-            entries = list(scan)
-    except OSError as err:
-        raise _unreadable(folder, "folder", err) from None
-    for entry in entries:
-        path = Path(entry.path)
-        try:
-            is_link, is_dir = entry.is_symlink(), entry.is_dir(follow_symlinks=False)
-        except OSError as err:
-            raise _unreadable(path, "path", err) from None
-        if is_dir:
-            _walk(path, found, skipped)
-        elif is_link and not entry.name.endswith(CORPUS_SUFFIXES):
-            if path.is_dir():
-                skipped.append(f"{path}: a symbolic link to a folder, not followed; name its target to include it")
-        elif entry.name.endswith(CORPUS_SUFFIXES):
-            try:
-                mode = _stat(path, named=False).st_mode
-            except _Skip as skip:
-                skipped.append(f"{path}: {skip}; skipped")
-                continue
-            if stat.S_ISREG(mode):
-                found.append(path)
-            elif stat.S_ISDIR(mode):
-                skipped.append(f"{path}: a symbolic link to a folder, not followed; name its target to include it")
-            else:
-                skipped.append(f"{path}: {_kind(mode)}, not a corpus file; skipped")
-
-
-class _Skip(Exception):
-    """A link inside a folder that leads nowhere: worth a warning, not an error."""
-
-
-def _stat(path: Path, named: bool) -> os.stat_result:
-    """os.stat, its failures turned into errors that say what the path is."""
-    try:
-        return os.stat(path)
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            problem = "a symbolic link loop"
-        elif err.errno == errno.ENOENT and os.path.islink(path):
-            problem = f"a broken symbolic link (to {os.readlink(path)}, which does not exist)"
-        elif err.errno in (errno.ENOENT, errno.ENOTDIR) and named:
-            raise UsageError(f"{path}: no such file or folder") from None
-        else:
-            raise _unreadable(path, "path", err) from None
-        if not named:
-            raise _Skip(problem) from None
-        raise UsageError(f"{path}: {problem}: fix the link or name the file itself") from None
-
-
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a path that is no regular file is, in words."""
     if stat.S_ISFIFO(mode):
         return "a named pipe (FIFO)"
     if stat.S_ISSOCK(mode):
@@ -262,7 +114,8 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _unreadable(path: Path, what: str, err: OSError) -> UsageError:
+def unreadable_error(path: Path, what: str, err: OSError) -> UsageError:
+    """The one-line error for a file or folder the OS would not let us read."""
     reason = (err.strerror or type(err).__name__).lower()
     return UsageError(f"{path}: cannot read this {what} ({reason}): fix its permissions or move it out of "
                       "the corpus paths")
@@ -292,15 +145,15 @@ def read_text(path: Path) -> str:
         # O_NONBLOCK: a FIFO that replaced the file since it was listed cannot block the open
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as err:
-        raise _unreadable(path, "file", err) from None
+        raise unreadable_error(path, "file", err) from None
     with open(fd, "rb") as file:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise UsageError(f"{path}: {_kind(mode)}, not a corpus file: name a corpus file or a folder of them")
+            raise UsageError(f"{path}: {file_kind(mode)}, not a corpus file: name a corpus file or a folder of them")
         try:
             data = file.read()
         except OSError as err:
-            raise _unreadable(path, "file", err) from None
+            raise unreadable_error(path, "file", err) from None
     if b"\x00" in data:
         line = data[: data.index(b"\x00")].count(b"\n") + 1
         raise CorpusError(path, line, "binary file (NUL byte); corpus files are UTF-8 text")

@@ -8,7 +8,7 @@ with title, year, venue, DOI, arXiv id and URL when it has them; LaTeX in titles
 names becomes text through pylatexenc (to_text).
 A record without authors or abstract is skipped with a warning naming the file and line (and
 entry key); a file without any usable record, or one that breaks its format, is a CorpusError
-naming file and line. Merging duplicates is rag.corpus.load_corpus's job; storing, rag.ingest's.
+naming file and line. Merging duplicates is rag.library.load_corpus's job; storing, rag.ingest's.
 """
 
 import csv

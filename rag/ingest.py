@@ -21,9 +21,10 @@ import sys
 import time
 from dataclasses import dataclass
 
-from rag.corpus import Corpus, Paper, load_corpus
+from rag.corpus import Paper
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import embed_texts
+from rag.library import Corpus, load_corpus
 from rag.paper_model import embed_papers, paper_model_enabled
 from rag.prompt_safety import instruction_warnings
 from rag.settings import Settings, token_encoding

@@ -13,9 +13,9 @@ import servers
 from conftest import SMALL_PAPERS, write_corpus
 from rag import doctor
 from rag.cli import main
-from rag.corpus import load_corpus
 from rag.errors import StoreError, UsageError
 from rag.ingest import describe_index, ingest
+from rag.library import load_corpus
 from rag.retrieve import Retriever
 from rag.settings import Settings
 from rag.store import open_store, parse_chroma_url

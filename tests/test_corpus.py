@@ -6,9 +6,9 @@ import pytest
 
 from conftest import DATA, HEADER, SMALL_PAPERS, write_corpus
 from file_access import as_ordinary_user
-from rag.corpus import (citation_label, clean_text, extract_urls, load_corpus, paper_id, parse_file,
-                        surname, unglue)
+from rag.corpus import citation_label, clean_text, extract_urls, paper_id, parse_file, surname, unglue
 from rag.errors import CorpusError, UsageError
+from rag.library import load_corpus
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ import pytest
 import rag.embedding
 import rag.ingest
 from conftest import DATA
-from rag.corpus import load_corpus
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.errors import StoreError
 from rag.ingest import ingest
+from rag.library import load_corpus
 from rag.settings import Settings
 from rag.store import open_store
 from rag.bench.synthetic import write_synthetic_corpus

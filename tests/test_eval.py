@@ -8,12 +8,12 @@ import pytest
 
 from conftest import DATA
 from rag.cli import main
-from rag.corpus import load_corpus
 from rag.errors import EvalError
 from rag.eval.questions import QUESTION_TYPES, default_question_sets, default_thresholds, load_questions, split_part
 from rag.eval.retrieval import question_overlaps, score_ranking
 from rag.eval.overlap import lexical_overlap
 from rag.eval.run import check_thresholds, evaluate
+from rag.library import load_corpus
 
 PAPERS = {p.paper_id: p.text for p in load_corpus([DATA]).papers}
 TRANSLATIONS = Path(__file__).with_name("eval_translations.json")

@@ -10,10 +10,10 @@ import pytest
 from conftest import DATA, SMALL_PAPERS, write_corpus
 from fakes import opener
 from rag.cli import main
-from rag.corpus import load_corpus
 from rag.errors import CorpusError, UsageError
 from rag.formats import detect_format, person_name, read_papers, split_authors, to_bibtex, to_text
 from rag.ingest import ingest
+from rag.library import load_corpus
 from rag.settings import Settings
 from rag.store import chunk_metadata, fingerprint, open_store, paper_from_metadata
 

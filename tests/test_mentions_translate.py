@@ -5,7 +5,7 @@ import json
 import pytest
 
 from fakes import ScriptedModel, reply
-from rag.corpus import load_corpus
+from rag.library import load_corpus
 from rag.mentions import MentionIndex, category_key
 from rag.translate import Translator, question_language
 

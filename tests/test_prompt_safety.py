@@ -15,7 +15,8 @@ import pytest
 from conftest import DATA, SMALL_PAPERS, write_corpus
 from fakes import ScriptedModel, items
 from rag.answer import Answerer, Source, format_sources
-from rag.corpus import load_corpus, parse_file
+from rag.corpus import parse_file
+from rag.library import load_corpus
 from rag.prompt_safety import (defuse, find_tags, fold, instruction_warnings, is_instruction, remove_instructions,
                                screen)
 from rag.retrieve import Hit

@@ -113,7 +113,7 @@ def test_first_search_on_an_empty_index_ingests_the_corpus(tmp_path):
 
 def test_the_keyword_index_is_kept_on_disk_and_rebuilt_when_the_papers_change(tmp_path, monkeypatch):
     from rag import keyword_index
-    from rag.corpus import load_corpus
+    from rag.library import load_corpus
 
     papers = list(load_corpus([DATA]).papers)
     built = keyword_index.KeywordIndex(papers, tmp_path)
@@ -136,7 +136,7 @@ def english_eval_questions():
 
 
 def load_corpus_papers():
-    from rag.corpus import load_corpus
+    from rag.library import load_corpus
 
     return load_corpus([DATA]).papers
 

@@ -5,8 +5,8 @@ import re
 import pytest
 
 from conftest import DATA
-from rag.corpus import load_corpus
 from rag.bench.synthetic import name_pools, sentence_pool, split_sentences, write_synthetic_corpus
+from rag.library import load_corpus
 
 NAME = re.compile(r"[^\W\d_][\w'’-]*( [^\W\d_][\w'’-]*)+")
 

@@ -234,7 +234,8 @@ def check_request(question, k) -> str | None:
 
 def category_choices(settings: Settings) -> list[tuple[str, str]]:
     """Dropdown choices: every area and every full category of the index (or of the corpus it will hold)."""
-    from rag.corpus import CATEGORY_SEPARATOR, load_corpus
+    from rag.corpus import CATEGORY_SEPARATOR
+    from rag.library import load_corpus
     from rag.ingest import describe_index
 
     papers = describe_index(settings).papers

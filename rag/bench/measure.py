@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 
 from rag.answer import Answerer, split_plain_reply
-from rag.corpus import load_corpus
 from rag.embedding import load_embed_model
 from rag.eval.answers import contains_all, is_correct, percentile, share
 from rag.ingest import describe_index, ingest
+from rag.library import load_corpus
 from rag.paper_model import paper_model_enabled
 from rag.retrieve import Retriever
 from rag.settings import EXAMPLE_QUESTION, Settings, available_cores

@@ -102,7 +102,7 @@ def _arxiv_file(papers: list[tuple], first: int, titles: set[str]) -> str:
 
 def _title(abstract: str, titles: set[str]) -> str:
     """The first TITLE_WORDS words of the abstract, more where that title (its words, lower-cased: what
-    rag.corpus.duplicate_keys compares) was given already."""
+    rag.library.duplicate_keys compares) was given already."""
     words = abstract.rstrip(".").split()
     longer = [" ".join(words[:size]).rstrip(".,;:") for size in range(min(TITLE_WORDS, len(words)), len(words) + 1)]
     for title in itertools.chain(longer, (f"{longer[-1]} {n}" for n in itertools.count(2))):
