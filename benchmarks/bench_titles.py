@@ -1,7 +1,7 @@
 """Benchmark: does retrieval find papers better when the corpus carries titles?
 
 Run: .venv/bin/python benchmarks/bench_titles.py [--split tune|test|all] [--workdir DIR]
-     [--titles FILE] [--methods hybrid,dense,bm25]
+     [--titles FILE] [--methods hybrid,dense,bm25]   (workdir default: ./bench-titles)
 The bundled corpus has no titles, so each paper is given one: the bundled model writes it from
 the abstract alone (it never sees a question), one line per paper appended to
 benchmarks/model_titles.jsonl, which is kept so a rerun measures the same titles without the
