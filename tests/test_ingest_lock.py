@@ -238,14 +238,21 @@ def test_the_help_and_readme_give_the_wait(capsys):
 
 def test_ctrl_c_stops_a_waiting_ingest_at_once(indexed):
     settings, extra = indexed
-    env = {**os.environ, "RAG_PAPER_MODEL": "none", "PYTHONPATH": str(REPO)}
+    # PYTHONFAULTHANDLER: if it hangs, SIGABRT makes it print every thread's stack, shown in the failure
+    env = {**os.environ, "RAG_PAPER_MODEL": "none", "PYTHONPATH": str(REPO), "PYTHONFAULTHANDLER": "1"}
     with ingest_lock(settings):
         proc = subprocess.Popen([sys.executable, "-m", "rag", "ingest", "--quiet", str(extra)],
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             read_until(proc, proc.stderr, b"waiting for it to finish")
             proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=30)   # seconds, not the 15 min wait; slack for a loaded machine
+            try:
+                _, err = proc.communicate(timeout=30)   # seconds, not the 15 min wait; slack for a loaded machine
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGABRT)
+                _, err = proc.communicate(timeout=30)
+                pytest.fail("the waiting ingest was still running 30 s after SIGINT; where it was:\n"
+                            + err.decode(errors="replace")[-6000:])
         finally:
             proc.kill()
             proc.wait()
