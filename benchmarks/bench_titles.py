@@ -101,10 +101,7 @@ def write_jsonl(papers: list[Paper], titles: dict[str, str], path: Path) -> Path
         if paper.paper_id in titles:
             record["title"] = titles[paper.paper_id]
         lines.append(json.dumps(record, ensure_ascii=False))
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
-    return path
+    return write_whole(path, "\n".join(lines) + "\n")
 
 
 def questions_for(papers: list[Paper], variant: list[Paper], folder: Path) -> dict[str, Path]:
@@ -119,9 +116,17 @@ def questions_for(papers: list[Paper], variant: list[Paper], folder: Path) -> di
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         for row in rows:
             row["gold"] = [renamed[paper_id] for paper_id in row["gold"]]
-        sets[name] = folder / path.name
-        sets[name].write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+        text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+        sets[name] = write_whole(folder / path.name, text)
     return sets
+
+
+def write_whole(path: Path, text: str) -> Path:
+    """Write `text` to a temporary file beside `path`, then rename it there: a crash leaves no half file."""
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+    return path
 
 
 def summary(sets: dict) -> dict:

@@ -36,7 +36,6 @@ class Corpus:
     skipped: tuple[str, ...] = ()   # warnings: folder entries that are not corpus files, records skipped
 
 
-
 def load_corpus(paths, format: str | None = None) -> Corpus:
     """Read every corpus file under `paths` (files, or folders of CORPUS_SUFFIXES files).
 

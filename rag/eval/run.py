@@ -66,16 +66,13 @@ def evaluate(settings: Settings, methods: list[str], question_sets: dict[str, Pa
 
 def _open_once(open_model):
     """`open_model` (default rag.llm.open_model), opening the model at the first call only."""
+    from rag.llm import open_model as configured
+
     opened = []
 
     def once(settings):
         if not opened:
-            if open_model is None:
-                from rag.llm import open_model as configured
-
-                opened.append(configured(settings))
-            else:
-                opened.append(open_model(settings))
+            opened.append((open_model or configured)(settings))
         return opened[0]
     return once
 
