@@ -350,7 +350,7 @@ class Answerer:
             if len(self._vectors) > MAX_CACHED_SENTENCES:
                 self._vectors.clear()
             with EmbeddingCache(cache_path(self.settings.derived_cache_dir, self.settings.embed_model)) as cache:
-                vectors, _ = embed_texts(missing, cache, self.settings)
+                vectors, _ = embed_texts(missing, cache, self.settings, lambda: self.retriever.embed_model)
             self._vectors.update(zip(missing, vectors))
         return [self._vectors[t] for t in texts]
 

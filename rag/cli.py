@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -301,9 +302,10 @@ def run_ask(args) -> int:
     questions, batch = _questions(args)
     settings = _llm_settings(args)
     filters = Filters(category=args.category, author=args.author)
-    translator = translator_for(settings, args.open_model)   # the question's, then the answer's
+    model = OpenedInBackground(args.open_model, settings)   # reads its weights while the index opens
+    translator = translator_for(settings, model)   # the question's, then the answer's
     with Retriever(settings, notify=_say, translator=translator) as retriever:
-        answerer = Answerer(settings, retriever, args.open_model(settings), translator)
+        answerer = Answerer(settings, retriever, model(settings), translator)
 
         def handle(question):
             try:
@@ -325,6 +327,31 @@ def run_ask(args) -> int:
                                     [_paper_line(h.rank, h.paper, h.score) for h in err.sources]), flush=True)
                 raise
         return _each_question(questions, batch, args.json, handle)
+
+
+class OpenedInBackground:
+    """An LLM being opened on a thread of its own from now on; calling this waits for it and returns it
+    (or raises what opening it raised). Loading the local model's weights overlaps opening the index
+    and embedding the question, so the first answer starts sooner."""
+
+    def __init__(self, open_model, settings: Settings):
+        self._done = threading.Event()
+        self._model = self._error = None
+        threading.Thread(target=self._open, args=(open_model, settings), name="open-llm", daemon=True).start()
+
+    def _open(self, open_model, settings: Settings) -> None:
+        try:
+            self._model = open_model(settings)
+        except BaseException as err:   # handed to the caller, who reports it as the opener would have
+            self._error = err
+        finally:
+            self._done.set()
+
+    def __call__(self, settings: Settings | None = None):
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._model
 
 
 ABSTAIN_NOTES = {"unsupported": " (the draft above is not supported by the papers)",

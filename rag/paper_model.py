@@ -21,7 +21,7 @@ import numpy as np
 
 from rag.corpus import Paper
 from rag.embed_cache import EmbeddingCache, cache_path
-from rag.embedding import load_embed_model
+from rag.embedding import load_embed_model, load_search_model
 from rag.grounding import STOPWORDS, WORD
 from rag.settings import Settings
 
@@ -33,8 +33,11 @@ def paper_model_enabled(settings: Settings) -> bool:
     return settings.paper_model.strip().lower() != "none"
 
 
-def load_paper_model(settings: Settings):
-    """The paper model's llama-index embedding object, loaded once per process."""
+def load_paper_model(settings: Settings, for_questions: bool = False, notify=lambda message: None):
+    """The paper model, loaded once per process: on torch for batches of abstracts; for questions on
+    the search runtime (embedding.load_search_model: ONNX Runtime unless RAG_EMBED_RUNTIME=torch)."""
+    if for_questions and settings.embed_runtime == "onnx":
+        return load_search_model(settings, settings.paper_model, notify)
     return load_embed_model(settings.paper_model, settings.embed_batch_size, settings.cache_dir)
 
 
@@ -67,6 +70,7 @@ class PaperVectors:
         self.ids: tuple[str, ...] = ()
         self.rows: dict[str, int] = {}
         self.matrix = np.zeros((0, 0), dtype=np.float32)
+        self.query_model = None   # what embeds questions (load_paper_model), loaded on first use if not given
 
     def load(self, papers: list[Paper], notify=lambda message: None) -> None:
         """Hold the vectors of `papers`, embedding (and caching) those the cache lacks."""
@@ -77,7 +81,9 @@ class PaperVectors:
 
     def query_vector(self, text: str) -> np.ndarray:
         """The question's vector, then (word_drop_weight > 0) one row per question with a word left out."""
-        model = load_paper_model(self.settings)
+        if self.query_model is None:
+            self.query_model = load_paper_model(self.settings, for_questions=True)
+        model = self.query_model
         rows = [model.get_query_embedding(text)]
         variants = word_drop_variants(text) if self.settings.word_drop_weight > 0 else []
         if variants:

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 
 from rag.corpus import CATEGORY_SEPARATOR, Paper, name_tokens
 from rag.errors import UsageError
-from rag.embedding import load_embed_model
+from rag.embedding import load_search_model
 from rag.ingest import ingest, to_stderr
 from rag.keyword_index import KeywordIndex
 from rag.mentions import MentionIndex
-from rag.paper_model import PaperScores, PaperVectors, paper_model_enabled
+from rag.paper_model import PaperScores, PaperVectors, load_paper_model, paper_model_enabled
 from rag.settings import Settings
 from rag.store import embedded_path, open_store, paper_id_of_chunk, stored_papers
 from rag.translate import question_language, safe_to_english, translator_for
@@ -128,7 +128,9 @@ class Retriever:
             self.collection = self.store.collection(create=False)
         self.paper_vectors = PaperVectors(settings) if paper_model_enabled(settings) else None
         self._load_papers()
-        self.embed_model = load_embed_model(settings.embed_model, settings.embed_batch_size)
+        self.embed_model = load_search_model(settings, settings.embed_model, notify)
+        if self.paper_vectors is not None:
+            self.paper_vectors.query_model = load_paper_model(settings, for_questions=True, notify=notify)
         self.open_s = time.perf_counter() - started   # reading the papers and building the keyword index
 
     def _load_papers(self) -> None:

@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-import rag.embedding
 from conftest import SMALL_PAPERS, write_corpus
 from fakes import ScriptedModel, items, reply
 from rag.answer import (CANNOT_ANSWER, Answerer, ReplyParser, count_tokens, format_sources, split_inline_citations,
@@ -489,10 +488,12 @@ def test_sentence_context_gives_the_sentences_most_like_the_question_within_budg
     assert len(sources[0].embeddings) == 1
     assert (tmp_path / "embeddings").is_dir()       # the sentence vectors are kept for the next process
     fresh = Answerer(settings, retriever, ScriptedModel())
-    def no_model(*args):
-        raise AssertionError("a sentence vector was embedded again instead of read from disk")
 
-    monkeypatch.setattr(rag.embedding, "load_embed_model", no_model)   # a new process finds every vector on disk
+    class NoModel:
+        def get_text_embedding_batch(self, texts):
+            raise AssertionError("a sentence vector was embedded again instead of read from disk")
+
+    monkeypatch.setattr(retriever, "embed_model", NoModel())   # a new process finds every vector on disk
     assert fresh.build_sources(found.hits, found.query_embedding)[0].text == sources[0].text
 
 

@@ -47,7 +47,10 @@ def favouring(monkeypatch):
 
 
 def settings_with(small_corpus, tmp_path, **overrides) -> Settings:
-    return Settings.from_env(corpus=small_corpus, derived_cache_dir=tmp_path / "cache", **overrides)
+    """Settings whose paper model is the fake the test put in place of the torch loader (so questions are
+    embedded on torch too)."""
+    return Settings.from_env(corpus=small_corpus, derived_cache_dir=tmp_path / "cache", embed_runtime="torch",
+                             **overrides)
 
 
 def test_the_paper_score_is_mixed_into_the_dense_score(small_corpus, tmp_path, favouring):
@@ -155,7 +158,7 @@ def test_the_bundled_paper_model_scores_a_paraphrase_above_an_unrelated_abstract
 
 
 def test_paper_scores_rank_only_the_papers_that_pass_the_filters():
-    vectors = rag.paper_model.PaperVectors(Settings(paper_model=FAKE_MODEL))
+    vectors = rag.paper_model.PaperVectors(Settings(paper_model=FAKE_MODEL, embed_runtime="torch"))
     vectors.ids, vectors.rows = ("a", "b", "c"), {"a": 0, "b": 1, "c": 2}
     vectors.matrix = np.array([[0.1, 0.0], [0.9, 0.0], [0.5, 0.0]], dtype=np.float32)
     query = np.array([1.0, 0.0], dtype=np.float32)
@@ -187,7 +190,7 @@ class WeightedWordsModel:
 def paper_vectors_of(monkeypatch, abstracts: dict[str, str], word_drop_weight: float):
     model = WeightedWordsModel()
     monkeypatch.setattr(rag.paper_model, "load_embed_model", lambda name, batch_size, cache_dir: model)
-    vectors = rag.paper_model.PaperVectors(Settings(paper_model=FAKE_MODEL, word_drop_weight=word_drop_weight))
+    vectors = rag.paper_model.PaperVectors(Settings(paper_model=FAKE_MODEL, embed_runtime="torch", word_drop_weight=word_drop_weight))
     vectors.ids = tuple(abstracts)
     vectors.rows = {pid: row for row, pid in enumerate(vectors.ids)}
     vectors.matrix = np.array([model._vector(text) for text in abstracts.values()], dtype=np.float32)
