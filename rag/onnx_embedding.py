@@ -78,11 +78,14 @@ def exported(folder: Path, derived_cache_dir: Path, name: str, notify=lambda mes
 
 
 def _export(folder: Path, name: str, out: Path) -> np.ndarray:
-    """Write the model's token vectors as an ONNX graph to `out`; returns torch's sentence vectors of CHECK_TEXTS."""
+    """Write the model's token vectors as an ONNX graph to `out`; returns torch's sentence vectors of CHECK_TEXTS.
+
+    Attention is exported as plain operations (eager), which ONNX Runtime runs ~1.5x faster on
+    batches than the graph traced from torch's fused attention."""
     import torch
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(str(folder), device="cpu")
+    model = SentenceTransformer(str(folder), device="cpu", model_kwargs={"attn_implementation": "eager"})
     transformer = model[0].auto_model.eval()
     features = model.preprocess(list(CHECK_TEXTS))
     names = [input_name for input_name in INPUTS if input_name in features]
