@@ -550,9 +550,11 @@ def run_bench(args) -> int:
         raise UsageError("--scale-format needs --scale N: it is the format of the synthetic corpus")
     if args.rounds < 1 or args.eval_questions < 0:
         raise UsageError("--rounds must be at least 1 and --eval 0 or more")
+    # a new `rag ask` process opens the configured backend itself: timed only when the bench answers with it too
+    ask_command = [sys.executable, "-m", "rag", "ask"] if args.open_model is _open_configured_model else None
     result = bench(_llm_settings(args), scale=args.scale, seed=args.seed, eval_questions=args.eval_questions,
                    rounds=args.rounds, workdir=args.workdir, say=_say, scale_format=args.scale_format,
-                   open_model=args.open_model)
+                   open_model=args.open_model, ask_command=ask_command)
     print(to_json(result) if args.json else format_table(result))
     return 0
 

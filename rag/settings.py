@@ -235,6 +235,14 @@ def settings_snapshot(settings: Settings) -> dict:
             for f in fields(settings) if f.name not in SECRET_SETTINGS for v in [getattr(settings, f.name)]}
 
 
+def settings_environment(settings: Settings) -> dict[str, str]:
+    """The RAG_* variables that give a child process these settings (secrets included: for its
+    environment only, never to be shown)."""
+    return {f.metadata["env"]: ("1" if value else "0") if isinstance(value, bool) else str(value)
+            for f in fields(settings) if f.metadata["env"]
+            for value in [getattr(settings, f.name)] if value is not None}
+
+
 def describe_settings(settings: Settings, environ=None) -> list[dict]:
     """Each setting for `rag config`: its variable, the value in use (a secret only as set or not),
     where that value came from (the environment or the default) and its help."""

@@ -5,6 +5,7 @@ closing notes and the README, measured with `rag bench`.
 """
 
 import json
+import sys
 
 import pytest
 from conftest import DATA
@@ -115,3 +116,30 @@ def test_rag_bench_refuses_bad_numbers_in_one_line(argv, message, capsys):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_new_ask_process_is_timed_line_by_line_as_a_user_sees_it():
+    script = ("import sys, time; print('Loading…', file=sys.stderr, flush=True); time.sleep(0.3); "
+              "print('Found 2 papers: A; B. Answering…', flush=True); print(flush=True); time.sleep(0.4); "
+              "print('A claim. [1]', flush=True); print(sys.argv[1], flush=True)")
+    result = measure.measure_new_process([sys.executable, "-c", script], {}, "the question")
+    assert 0.3 <= result["cold_sources_shown_s"] < result["cold_first_char_s"] <= result["cold_total_s"]
+    assert result["cold_first_char_s"] - result["cold_sources_shown_s"] > 0.35   # the blank line is not the answer
+    lines, _ = measure.timed_lines([sys.executable, "-c", script, "the question"], {})
+    assert [text for _, text in lines][-1] == "the question"
+
+
+def test_a_new_ask_process_that_fails_is_one_error_with_its_last_lines():
+    from rag.errors import RagError
+
+    script = "import sys; print('rag: error: no index here'); sys.exit(2)"
+    with pytest.raises(RagError, match="exited 2: rag: error: no index here"):
+        measure.measure_new_process([sys.executable, "-c", script], {}, "q")
+
+
+def test_the_settings_reach_a_child_process_through_its_environment(tmp_path):
+    from rag.settings import settings_environment
+
+    settings = Settings(home=tmp_path / "h", corpus=DATA, top_k=7, translate="off", debug=True,
+                        base_url="http://u:secret@127.0.0.1:8080/v1", embed_runtime="torch")
+    assert Settings.from_env(settings_environment(settings)) == settings

@@ -7,7 +7,9 @@ is dropped afterwards. Measured in one run, side by side:
 - search: median and 95th percentile over a fixed question list, warm;
 - answers: time to first token, total time and prompt tokens, medians over the example
   question and a fixed slice of eval/questions.jsonl, and grounding figures of both
-  pipelines on that slice, scored the same way (see grounding_summary).
+  pipelines on that slice, scored the same way (see grounding_summary);
+- a new `rag ask` process on the example question, timed line by line as a user sees it:
+  the papers found, then the answer's first character (measure_new_process).
 With `scale`, the corpus is a synthetic one of that many papers (synthetic.py), written in the
 bundled format or, with `scale_format` 'arxiv', as arXiv metadata JSONL (the format users bring),
 and only ingest and search are measured; the naive pipeline is not built at that size.
@@ -19,18 +21,19 @@ import os
 import resource
 import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from rag.answer import Answerer, split_plain_reply
-from rag.embedding import load_embed_model
+from rag.embedding import load_embed_model, load_search_model
 from rag.eval.answers import contains_all, is_correct, percentile, share
 from rag.ingest import describe_index, ingest
 from rag.library import load_corpus
 from rag.paper_model import paper_model_enabled
 from rag.retrieve import Retriever
-from rag.settings import EXAMPLE_QUESTION, Settings, available_cores
+from rag.settings import EXAMPLE_QUESTION, Settings, available_cores, settings_environment
 from rag.translate import translator_for
 from rag.urls import redact_url
 
@@ -44,15 +47,17 @@ SEARCH_QUESTIONS = (
     "activation steering", "visual reasoning in vision-language models", "combinatorial auctions",
     "online learning regret bounds", "self-play reinforcement learning", "neural responses to images",
 )
-TARGETS = {"first_token_s": 3.0, "total_s": 10.0, "search_p50_ms": 20.0, "search_p50_ms_50k": 100.0}
+TARGETS = {"first_token_s": 3.0, "total_s": 10.0, "search_p50_ms": 20.0, "search_p50_ms_50k": 100.0,
+           "sources_shown_s": 1.0, "cold_first_char_s": 8.0}
 RATIO_KEYS = ("ingest_per_s", "search_p50_ms", "search_p95_ms", "first_token_s", "total_s", "prompt_tokens")
 
 
 def run_bench(settings: Settings, scale: int | None = None, seed: int = 0, eval_questions: int = 14,
               rounds: int = 2, workdir: Path | None = None, progress: bool = True, say=lambda m: None,
-              scale_format: str = "corpus", open_model=None) -> dict:
+              scale_format: str = "corpus", open_model=None, ask_command: list[str] | None = None) -> dict:
     """Measure; returns the figures `rag bench --json` prints. `open_model(settings)` opens the LLM
-    both pipelines answer with (default rag.llm.open_model: the configured backend)."""
+    both pipelines answer with (default rag.llm.open_model: the configured backend); `ask_command`
+    (the argv of `rag ask`, which opens the configured backend itself) is timed as a new process."""
     with _workdir(workdir) as work:
         # the model files from the user's cache dir; derived caches (vectors) in the bench's own folder
         bench_settings = settings.with_overrides(home=work / "home", derived_cache_dir=work / "cache",
@@ -80,6 +85,13 @@ def run_bench(settings: Settings, scale: int | None = None, seed: int = 0, eval_
                 result["reopen_index_s"] = round(retriever.open_s, 2)
                 if not scale:
                     result |= compare_with_naive(settings, retriever, eval_questions, rounds, say, open_model)
+            if ask_command and not scale:
+                say("Asking the example question in a new `rag ask` process…")
+                # the bench's index, the user's derived caches (the engine's verdict, the ONNX exports)
+                for name in (settings.embed_model,) + ((settings.paper_model,) if paper_model_enabled(settings) else ()):
+                    load_search_model(settings, name, say)
+                new_process = index_settings.with_overrides(derived_cache_dir=settings.derived_cache_dir)
+                result |= measure_new_process(ask_command, settings_environment(new_process), EXAMPLE_QUESTION)
             result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         finally:
             if settings.chroma_url:
@@ -178,6 +190,37 @@ def compare_with_naive(settings: Settings, retriever: Retriever, eval_questions:
     return result
 
 
+def measure_new_process(ask_command: list[str], env: dict[str, str], question: str) -> dict:
+    """A new `rag ask` process as a user sees it: seconds from its start to the "Found N papers" line
+    (cold_sources_shown_s), to the first character of the answer after it (cold_first_char_s) and to
+    its end (cold_total_s)."""
+    lines, seconds = timed_lines([*ask_command, question], {**os.environ, **env, "PYTHONUNBUFFERED": "1"})
+    found = next((n for n, (_, text) in enumerate(lines) if text.startswith("Found ")), None)
+    answer = [t for t, text in lines[found + 1:] if text.strip()] if found is not None else []
+    return {"cold_sources_shown_s": None if found is None else round(lines[found][0], 2),
+            "cold_first_char_s": round(answer[0], 2) if answer else None, "cold_total_s": round(seconds, 2)}
+
+
+def timed_lines(argv: list[str], env: dict[str, str]) -> tuple[list[tuple[float, str]], float]:
+    """Each line a command prints (stdout and stderr) with the seconds since it started, and its run time;
+    a command that fails is a BenchError with its last lines."""
+    from rag.errors import RagError
+
+    started = time.perf_counter()
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    lines, pending = [], b""
+    with process:
+        while chunk := process.stdout.read1(4096):
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                lines.append((time.perf_counter() - started, line.decode(errors="replace")))
+    if process.returncode != 0:
+        raise RagError(f"{' '.join(argv[:3])} … exited {process.returncode}: "
+                         + " / ".join(text for _, text in lines[-3:]))
+    return lines, time.perf_counter() - started
+
+
 def eval_slice(retriever: Retriever, n: int) -> list:
     """The first n questions of the eval set taken in turn from each type (file order); [] when the
     index does not hold the eval's papers (another corpus)."""
@@ -198,7 +241,9 @@ def eval_slice(retriever: Retriever, n: int) -> list:
 def _timings(timings: list[dict]) -> dict:
     """Medians over the answers that asked the model (an answer gated before the model has no first token)."""
     asked = [t for t in timings if t.get("first_token_s") is not None]
-    return {"first_token_s": _median([t["first_token_s"] for t in asked], 2),
+    shown = [t["retrieve_s"] for t in timings if "retrieve_s" in t]   # the naive pipeline shows no papers first
+    return {"sources_shown_s": _median(shown, 2),
+            "first_token_s": _median([t["first_token_s"] for t in asked], 2),
             "total_s": _median([t["total_s"] for t in timings], 2),
             "prompt_tokens": _median([t["prompt_tokens"] for t in asked], 0), "asked_model": len(asked)}
 
@@ -287,6 +332,7 @@ _ROWS = (   # (label, key, target key or None)
     ("ingest, abstracts/s (nothing changed)", "ingest_unchanged_per_s", None),
     ("search p50 ms (warm)", "search_p50_ms", "search_p50_ms"),
     ("search p95 ms (warm)", "search_p95_ms", None),
+    ("papers shown s (median; warm)", "sources_shown_s", "sources_shown_s"),
     ("first token s (median)", "first_token_s", None),
     ("total s (median)", "total_s", None),
     ("prompt tokens (median)", "prompt_tokens", None),
@@ -313,7 +359,10 @@ def format_table(result: dict) -> str:
             lines.append(f"| example question, {label} | {_cell(result['example'][key])} | "
                          f"{_cell(naive['example'][key])} | | ≤ {_cell(TARGETS[key])} |")
     lines.append("")
-    extra = [("open the index s (first time / again, keyword index read from disk)",
+    extra = [("a new `rag ask` process: papers shown / the answer's first character / done, s",
+              " / ".join(_cell(result.get(k)) for k in ("cold_sources_shown_s", "cold_first_char_s", "cold_total_s"))
+              if "cold_total_s" in result else None),
+             ("open the index s (first time / again, keyword index read from disk)",
               f"{_cell(result.get('open_index_s'))} / {_cell(result.get('reopen_index_s'))}"), ("index size MB", result.get("index_mb")),
              ("peak RSS MB (this process)", result.get("peak_rss_mb")),
              ("chunks embedded / from cache (cold ingest)",
