@@ -2,8 +2,9 @@
 
 Runs each command as a new process, in turns with RAG_EMBED_RUNTIME=onnx and torch, on the index
 and caches the environment names (build them first with one `rag ask`), and times each line of
-output from the start of the process: the search results, the "Found N papers" line, the first
-claim of the answer. Prints one JSON object of medians on stdout; progress on stderr.
+output from the start of the process (rag.bench.measure.timed_lines): the search results, the
+"Found N papers" line, the answer's first character. Prints one JSON object of medians on stdout;
+progress on stderr.
 
     .venv/bin/python benchmarks/bench_startup.py [--rounds 3] [--question "..."]
 
@@ -14,26 +15,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import time
+
+from rag.bench.measure import measure_new_process, timed_lines
 
 RUNTIMES = ("onnx", "torch")
-
-
-def timed_lines(argv: list[str], env: dict) -> tuple[list[tuple[float, str]], float]:
-    """Each line the command prints (stdout and stderr) with the seconds since it started, and its run time."""
-    started = time.perf_counter()
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-    lines, pending = [], b""
-    while chunk := process.stdout.read1(4096):
-        pending += chunk
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            lines.append((time.perf_counter() - started, line.decode(errors="replace")))
-    if process.wait() != 0:
-        raise SystemExit(f"{' '.join(argv)} failed:\n" + "\n".join(text for _, text in lines[-5:]))
-    return lines, time.perf_counter() - started
 
 
 def first(lines, test) -> float | None:
@@ -43,13 +29,8 @@ def first(lines, test) -> float | None:
 def one_round(rag: str, question: str, runtime: str) -> dict:
     env = {**os.environ, "RAG_EMBED_RUNTIME": runtime, "PYTHONUNBUFFERED": "1"}
     search, search_exit = timed_lines([rag, "search", question], env)
-    ask, ask_exit = timed_lines([rag, "ask", question], env)
-    found = next((n for n, (_, text) in enumerate(ask) if text.startswith("Found ")), None)
-    answer = ask[found + 1:] if found is not None else []   # the claims come after that line and a blank one
     return {"search_results_s": first(search, lambda text: text.startswith("Top ")),
-            "search_exit_s": round(search_exit, 2),
-            "sources_shown_s": None if found is None else round(ask[found][0], 2),
-            "first_claim_s": first(answer, lambda text: text.strip() != ""), "ask_exit_s": round(ask_exit, 2)}
+            "search_exit_s": round(search_exit, 2), **measure_new_process([rag, "ask"], env, question)}
 
 
 def main() -> int:
@@ -63,8 +44,9 @@ def main() -> int:
         for runtime in RUNTIMES:
             rows[runtime].append(one_round(args.rag, args.question, runtime))
             print(f"round {n + 1} {runtime}: {rows[runtime][-1]}", file=sys.stderr, flush=True)
-    medians = {runtime: {key: statistics.median(r[key] for r in rows[runtime] if r[key] is not None)
-                         for key in rows[runtime][0]} for runtime in RUNTIMES}
+    medians = {runtime: {key: statistics.median(values) if values else None
+                         for key in rows[runtime][0] for values in [[r[key] for r in rows[runtime] if r[key] is not None]]}
+               for runtime in RUNTIMES}
     print(json.dumps({"question": args.question, "rounds": args.rounds, "median": medians}, indent=2))
     return 0
 

@@ -1,10 +1,11 @@
-"""Embeddings at search time on ONNX Runtime: the torch models' vectors without importing torch.
+"""Embeddings on ONNX Runtime: the torch models' vectors without importing torch.
 
 A search embeds one question with each embedding model, and an answer a few claims and
 sentences. On torch that first needs torch, transformers and sentence-transformers imported
 (~4.5 s of a new process's start on 2 cores); ONNX Runtime and tokenizers (both already
-installed with chromadb) import in ~0.1 s and embed a question in about half the time. Large
-batches (ingest) stay on torch, which measured faster there (docs/benchmarks.md).
+installed with chromadb) import in ~0.1 s and embed a question with the chunk model in about half
+the time, and abstracts with the paper model ~1.3x faster. The chunk model's ingest batches stay on
+torch, which measured faster there (docs/benchmarks.md).
 
 Each model is exported to ONNX once, by torch.onnx from its own weights (the `onnx` package
 writes the file), into derived_cache_dir/onnx/<model key>.onnx, named by the model folder's

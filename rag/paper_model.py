@@ -33,10 +33,10 @@ def paper_model_enabled(settings: Settings) -> bool:
     return settings.paper_model.strip().lower() != "none"
 
 
-def load_paper_model(settings: Settings, for_questions: bool = False, notify=lambda message: None):
-    """The paper model, loaded once per process: on torch for batches of abstracts; for questions on
-    the search runtime (embedding.load_search_model: ONNX Runtime unless RAG_EMBED_RUNTIME=torch)."""
-    if for_questions and settings.embed_runtime == "onnx":
+def load_paper_model(settings: Settings, notify=lambda message: None):
+    """The paper model, loaded once per process, on the search runtime (RAG_EMBED_RUNTIME): ONNX Runtime
+    embeds both its abstracts and questions faster than torch (docs/benchmarks.md)."""
+    if settings.embed_runtime == "onnx":
         return load_search_model(settings, settings.paper_model, notify)
     return load_embed_model(settings.paper_model, settings.embed_batch_size, settings.cache_dir)
 
@@ -70,7 +70,7 @@ class PaperVectors:
         self.ids: tuple[str, ...] = ()
         self.rows: dict[str, int] = {}
         self.matrix = np.zeros((0, 0), dtype=np.float32)
-        self.query_model = None   # what embeds questions (load_paper_model), loaded on first use if not given
+        self.query_model = None   # the paper model that embeds questions (load_paper_model), loaded on first use if not given
 
     def load(self, papers: list[Paper], notify=lambda message: None) -> None:
         """Hold the vectors of `papers`, embedding (and caching) those the cache lacks."""
@@ -82,7 +82,7 @@ class PaperVectors:
     def query_vector(self, text: str) -> np.ndarray:
         """The question's vector, then (word_drop_weight > 0) one row per question with a word left out."""
         if self.query_model is None:
-            self.query_model = load_paper_model(self.settings, for_questions=True)
+            self.query_model = load_paper_model(self.settings)
         model = self.query_model
         rows = [model.get_query_embedding(text)]
         variants = word_drop_variants(text) if self.settings.word_drop_weight > 0 else []
@@ -130,7 +130,7 @@ def embed_papers(settings: Settings, papers: list[Paper], progress: bool = False
         missing = sorted({t for t, v in zip(texts, vectors) if v is None}, key=len)
         if not missing:
             return vectors
-        model = load_paper_model(settings)   # first, so a missing model is the only message
+        model = load_paper_model(settings, notify)   # first, so a missing model is the only message
         notify(f"Embedding {len(missing)} abstracts with the paper model {settings.paper_model} (once).")
         from tqdm import tqdm
 

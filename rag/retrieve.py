@@ -130,7 +130,7 @@ class Retriever:
         self._load_papers()
         self.embed_model = load_search_model(settings, settings.embed_model, notify)
         if self.paper_vectors is not None:
-            self.paper_vectors.query_model = load_paper_model(settings, for_questions=True, notify=notify)
+            self.paper_vectors.query_model = load_paper_model(settings, notify)
         self.open_s = time.perf_counter() - started   # reading the papers and building the keyword index
 
     def _load_papers(self) -> None:

@@ -90,7 +90,7 @@ def test_a_search_in_a_new_process_imports_no_torch(real_index_home, derived_cac
     sentence-transformers (their imports were most of a new process's start)."""
     load_search_model(Settings(derived_cache_dir=derived_cache), DEFAULT_EMBED_MODEL)   # exported before
     from rag.paper_model import load_paper_model
-    load_paper_model(Settings(derived_cache_dir=derived_cache), for_questions=True)
+    load_paper_model(Settings(derived_cache_dir=derived_cache))
     script = ("import sys; from rag.cli import main; code = main(['search', 'which papers study grokking?', '--json']); "
               "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]; "
               "print('HEAVY', heavy, file=sys.stderr); sys.exit(code)")
