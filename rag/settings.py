@@ -95,8 +95,9 @@ class Settings:
     cache_dir: Path = _setting(None, "Where rag keeps the model files it joins from their part packages: the "
                                "local LLM and the paper model (models/).", "RAG_CACHE_DIR")
     derived_cache_dir: Path = _setting(None, "Where rag keeps what it can make again: the embedding cache "
-                                       "(embeddings/), the embedding models exported for ONNX Runtime (onnx/), cached translations, LLM judge verdicts and the engine's "
-                                       "test-run verdicts; unset = the cache dir.", "RAG_DERIVED_CACHE_DIR")
+                                       "(embeddings/), the embedding models exported for ONNX Runtime (onnx/), "
+                                       "cached translations, LLM judge verdicts and the engine's test-run verdicts; "
+                                       "unset = the cache dir.", "RAG_DERIVED_CACHE_DIR")
     corpus: Path = _setting(None, "Corpus files or folder that `rag ingest` reads by default.", "RAG_CORPUS")
     chroma_url: str | None = _setting(None, "Chroma server URL (http://HOST:PORT, or https://HOST/PATH behind a "
                                       "reverse proxy); unset = embedded store. Shown with its user-info hidden.",

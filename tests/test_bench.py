@@ -5,7 +5,12 @@ closing notes and the README, measured with `rag bench`.
 """
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from conftest import DATA
@@ -143,3 +148,42 @@ def test_the_settings_reach_a_child_process_through_its_environment(tmp_path):
     settings = Settings(home=tmp_path / "h", corpus=DATA, top_k=7, translate="off", debug=True,
                         base_url="http://u:secret@127.0.0.1:8080/v1", embed_runtime="torch")
     assert Settings.from_env(settings_environment(settings)) == settings
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_bench_stops_the_process_it_times(tmp_path, signum):
+    """SIGINT or SIGTERM to the bench while it times a `rag ask` process: both exit within seconds."""
+    pid_file = tmp_path / "child.pid"
+    child = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); print('Found', flush=True); time.sleep(120)"
+    bench = ("import sys; from rag.bench import measure; "
+             f"measure.measure_new_process([sys.executable, '-c', {child!r}], {{}}, 'q')")
+    process = subprocess.Popen([sys.executable, "-c", bench], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.is_file() or not pid_file.read_text():
+            assert time.monotonic() < deadline and process.poll() is None, process.stderr.read()
+            time.sleep(0.1)
+        time.sleep(0.3)
+        process.send_signal(signum)
+        assert process.wait(timeout=15) != 0
+        child_pid = int(pid_file.read_text())
+        deadline = time.monotonic() + 10
+        while _alive(child_pid):
+            assert time.monotonic() < deadline, "the timed process outlived the bench"
+            time.sleep(0.1)
+    finally:
+        process.kill()
+        process.communicate()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)   # not our child: raises; a zombie of ours would be reaped
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/stat")
+    return not (status.is_file() and status.read_text().split(")")[-1].split()[0] == "Z")

@@ -20,14 +20,17 @@ import json
 import os
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from rag.answer import Answerer, split_plain_reply
 from rag.embedding import load_embed_model, load_search_model
+from rag.errors import RagError
 from rag.eval.answers import contains_all, is_correct, percentile, share
 from rag.ingest import describe_index, ingest
 from rag.library import load_corpus
@@ -203,22 +206,43 @@ def measure_new_process(ask_command: list[str], env: dict[str, str], question: s
 
 def timed_lines(argv: list[str], env: dict[str, str]) -> tuple[list[tuple[float, str]], float]:
     """Each line a command prints (stdout and stderr) with the seconds since it started, and its run time;
-    a command that fails is a BenchError with its last lines."""
-    from rag.errors import RagError
-
+    a command that fails is a RagError with its last lines. Stopped by SIGINT or SIGTERM, this process
+    stops the command too before it exits."""
     started = time.perf_counter()
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     lines, pending = [], b""
-    with process:
-        while chunk := process.stdout.read1(4096):
-            pending += chunk
-            while b"\n" in pending:
-                line, pending = pending.split(b"\n", 1)
-                lines.append((time.perf_counter() - started, line.decode(errors="replace")))
+    with _sigterm_exits(), \
+            subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as process:
+        try:
+            while chunk := process.stdout.read1(4096):
+                pending += chunk
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    lines.append((time.perf_counter() - started, line.decode(errors="replace")))
+        except BaseException:
+            process.terminate()
+            raise
     if process.returncode != 0:
         raise RagError(f"{' '.join(argv[:3])} … exited {process.returncode}: "
-                         + " / ".join(text for _, text in lines[-3:]))
+                       + " / ".join(text for _, text in lines[-3:]))
     return lines, time.perf_counter() - started
+
+
+@contextlib.contextmanager
+def _sigterm_exits():
+    """SIGTERM raises SystemExit(143) in the main thread meanwhile, so `finally` and `except` blocks run
+    (the default action ends the process at once, leaving a child behind)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield   # only the main thread may set a handler; one set by the caller is kept
+        return
+
+    def exit_on_sigterm(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, exit_on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def eval_slice(retriever: Retriever, n: int) -> list:
