@@ -21,9 +21,9 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from rag.claims import (MIN_SOURCE_RELEVANCE, ONE_PAPER_FOR_ONE_QUESTION, SCORE_MARGIN, SINGLE_PAPER_MARGIN,
-                        asks_for_number, asks_for_several, counted_words, method_names, name_the_paper,
-                        not_stated_claim, quoted_claim, words_after_numbers, written_names)
+from rag.claims import (MIN_PAPER_RELEVANCE, MIN_SOURCE_RELEVANCE, ONE_PAPER_FOR_ONE_QUESTION, SCORE_MARGIN,
+                        SINGLE_PAPER_MARGIN, asks_for_number, asks_for_several, counted_words, method_names,
+                        name_the_paper, not_stated_claim, quoted_claim, words_after_numbers, written_names)
 from rag.corpus import Paper, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import embed_texts
@@ -526,12 +526,18 @@ class CitationChecker:
         return Sentence(not_stated_claim(self.sources[cited[0]].hit.paper.label), cited[:1], True, kind="not_stated")
 
     def _on_topic(self, cited: list[int]) -> bool:
-        """Does the question name one of these papers' authors or category, or does one of them hold a
-        sentence close enough to the question and rank not far below the best paper found?"""
+        """Does the question name one of these papers' authors or category, or is one of them close
+        enough to the question (`_relevant`) and ranked not far below the best paper found?"""
         if self.ranked_sentences is None or any(self.sources[n].hit.named for n in cited):
             return True
-        return any(self.ranked_sentences(self.sources[n].hit.paper)[0][1] >= MIN_SOURCE_RELEVANCE
+        return any(self._relevant(self.sources[n].hit)
                    and self.sources[n].hit.score >= self._best_score - self._margin for n in cited)
+
+    def _relevant(self, hit: Hit) -> bool:
+        """Is the paper about the question: one of its sentences is close to it, or the paper model puts
+        the whole abstract close to it (a question in everyday words is far from every single sentence)?"""
+        return self.ranked_sentences(hit.paper)[0][1] >= MIN_SOURCE_RELEVANCE \
+            or (hit.paper_score is not None and hit.paper_score >= MIN_PAPER_RELEVANCE)
 
     def _names_belong(self, names: set[str], cited: list[int]) -> bool:
         """Are the author names a sentence writes all names of the papers it cites?"""

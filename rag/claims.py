@@ -5,11 +5,13 @@ Three rules that grounding.py's support check does not cover, each deterministic
   ("Ariel Procaccia") must belong to a source the sentence cites (`written_names` finds them), and so must a
   method name (`method_names`: GFPO, FairICP) that the question or another source uses;
 - a sentence must answer the question, not only be true of a source: the paper it cites must
-  be named by the question (an author or its category), or hold a sentence close to the
-  question (`MIN_SOURCE_RELEVANCE`) and be ranked not far below the best paper found
-  (`SCORE_MARGIN`, or the tighter `SINGLE_PAPER_MARGIN` when the question does not ask for
-  several papers: `asks_for_several`); a question that does not ask for several papers is
-  answered about one paper, the one its first shown sentence cites (`ONE_PAPER_FOR_ONE_QUESTION`);
+  be named by the question (an author or its category), or be close to the question — one of
+  its sentences (`MIN_SOURCE_RELEVANCE`) or, by the paper model, its whole abstract
+  (`MIN_PAPER_RELEVANCE`: a question in everyday words is far from every single sentence) — and
+  be ranked not far below the best paper found (`SCORE_MARGIN`, or the tighter
+  `SINGLE_PAPER_MARGIN` when the question does not ask for several papers: `asks_for_several`);
+  a question that does not ask for several papers is answered about one paper, the one its
+  first shown sentence cites (`ONE_PAPER_FOR_ONE_QUESTION`);
   and a question that asks for a number is not answered by a sentence without one (`asks_for_number`),
   nor 'how many X' by a number of something else (`counted_words`: '16 minutes' is not hours);
 - when the model restates the question instead of answering it, or writes only about papers
@@ -30,6 +32,7 @@ from rag.corpus import fold, name_tokens
 from rag.grounding import NUMBER
 
 MIN_SOURCE_RELEVANCE = 0.35  # cosine of question and the cited abstract's sentence closest to it (also quoted)
+MIN_PAPER_RELEVANCE = 0.30   # or the paper model's score of the whole abstract (Hit.paper_score), when it is on
 SCORE_MARGIN = 0.20          # the cited paper's retrieval score at most this much below the best paper's
 SINGLE_PAPER_MARGIN = 0.10   # the same, for a question that does not ask for several papers
 ONE_PAPER_FOR_ONE_QUESTION = True   # such a question's answer keeps to the paper of its first shown sentence

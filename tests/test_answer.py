@@ -311,6 +311,7 @@ def test_a_claim_that_restates_the_question_gives_way_to_its_source_quoted(run):
 
 def test_a_restated_question_with_no_relevant_source_sentence_abstains(run, monkeypatch):
     monkeypatch.setattr("rag.answer.MIN_SOURCE_RELEVANCE", 1.01)
+    monkeypatch.setattr("rag.answer.MIN_PAPER_RELEVANCE", 1.01)
     answer = run(lambda n: items(("In grokking something happens, and the compiler does things.",
                                   n["Lovelace and Babbage"])))
     assert answer.abstained and answer.abstain_reason == "unsupported"
@@ -321,9 +322,22 @@ GROKKING_QUESTION = "What happens to test accuracy in grokking?"
 
 def test_a_true_sentence_that_does_not_answer_the_question_is_held_back(run, monkeypatch):
     monkeypatch.setattr("rag.answer.MIN_SOURCE_RELEVANCE", 1.01)   # no source is close enough to quote instead
+    monkeypatch.setattr("rag.answer.MIN_PAPER_RELEVANCE", 1.01)
     answer = run(lambda n: items((COMPILER, n["Hopper"])), question=GROKKING_QUESTION)
     assert answer.abstained and answer.abstain_reason == "off_question" and answer.citations == []
     assert [s.kind for s in answer.sentences] == ["off_question"]
+
+
+@pytest.mark.parametrize("paper_floor, answered", [(0.0, True), (1.01, False)])
+def test_a_paper_whose_whole_abstract_is_close_to_the_question_is_on_the_question(run, monkeypatch, paper_floor,
+                                                                                   answered):
+    """A question in everyday words can be far from every sentence of the paper that answers it; the
+    paper model's score of the whole abstract then puts the paper on the question."""
+    monkeypatch.setattr("rag.answer.MIN_SOURCE_RELEVANCE", 1.01)   # no sentence is close enough
+    monkeypatch.setattr("rag.answer.MIN_PAPER_RELEVANCE", paper_floor)
+    answer = run(lambda n: items((GROKKING, n["Lovelace and Babbage"])), question=GROKKING_QUESTION)
+    assert answer.abstained is not answered
+    assert labels(answer) == (["Lovelace and Babbage"] if answered else [])
 
 
 def test_when_no_claim_answers_the_best_sources_closest_sentence_is_quoted(run):
