@@ -536,8 +536,8 @@ class CitationChecker:
     def _relevant(self, hit: Hit) -> bool:
         """Is the paper about the question: one of its sentences is close to it, or the paper model puts
         the whole abstract close to it (a question in everyday words is far from every single sentence)?"""
-        return self.ranked_sentences(hit.paper)[0][1] >= MIN_SOURCE_RELEVANCE \
-            or (hit.paper_score is not None and hit.paper_score >= MIN_PAPER_RELEVANCE)
+        return (hit.paper_score is not None and hit.paper_score >= MIN_PAPER_RELEVANCE) \
+            or self.ranked_sentences(hit.paper)[0][1] >= MIN_SOURCE_RELEVANCE   # known score first: no embedding
 
     def _names_belong(self, names: set[str], cited: list[int]) -> bool:
         """Are the author names a sentence writes all names of the papers it cites?"""

@@ -25,13 +25,13 @@ import contextlib
 import fcntl
 import json
 import os
-import signal
 import socket
 import threading
 import time
 import uuid
 from pathlib import Path
 
+from rag import sigterm
 from rag.errors import StoreError
 from rag.settings import Settings
 
@@ -207,10 +207,7 @@ class ServerLock:
 
     def _release_on_sigterm(self) -> None:
         """SIGTERM leaves through `finally`, so the lock is deleted instead of left to go stale."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            self._previous_sigterm = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        self._previous_sigterm = sigterm.raise_on_sigterm()
 
     def release(self) -> None:
         if self._collection is None:
@@ -220,10 +217,5 @@ class ServerLock:
             self._beating.join(timeout=HEARTBEAT_S)
         self._discard(self._collection)
         self._collection = None
-        if self._previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, self._previous_sigterm)
-            self._previous_sigterm = None
-
-
-def _exit_on_sigterm(signum, frame):
-    raise SystemExit(128 + signum)
+        sigterm.restore(self._previous_sigterm)
+        self._previous_sigterm = None

@@ -20,11 +20,9 @@ import json
 import os
 import resource
 import shutil
-import signal
 import statistics
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -37,6 +35,7 @@ from rag.library import load_corpus
 from rag.paper_model import paper_model_enabled
 from rag.retrieve import Retriever
 from rag.settings import EXAMPLE_QUESTION, Settings, available_cores, settings_environment
+from rag.sigterm import sigterm_exits
 from rag.translate import translator_for
 from rag.urls import redact_url
 
@@ -210,7 +209,7 @@ def timed_lines(argv: list[str], env: dict[str, str]) -> tuple[list[tuple[float,
     stops the command too before it exits."""
     started = time.perf_counter()
     lines, pending = [], b""
-    with _sigterm_exits(), \
+    with sigterm_exits(), \
             subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as process:
         try:
             while chunk := process.stdout.read1(4096):
@@ -225,24 +224,6 @@ def timed_lines(argv: list[str], env: dict[str, str]) -> tuple[list[tuple[float,
         raise RagError(f"{' '.join(argv[:3])} … exited {process.returncode}: "
                        + " / ".join(text for _, text in lines[-3:]))
     return lines, time.perf_counter() - started
-
-
-@contextlib.contextmanager
-def _sigterm_exits():
-    """SIGTERM raises SystemExit(143) in the main thread meanwhile, so `finally` and `except` blocks run
-    (the default action ends the process at once, leaving a child behind)."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
-        yield   # only the main thread may set a handler; one set by the caller is kept
-        return
-
-    def exit_on_sigterm(signum, frame):
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, exit_on_sigterm)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def eval_slice(retriever: Retriever, n: int) -> list:
