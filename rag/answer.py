@@ -411,6 +411,7 @@ class CitationChecker:
         methods = {n: method_names(s.text) for n, s in self.sources.items()}
         self.mentions = mentions   # every stored paper's author names, to find those a sentence writes in full
         self.known_names = (mentions.name_words if mentions else frozenset()).union(*authors.values())
+        self._author_named = set(mentions.find(question).authors) if mentions else None   # papers of authors it names
         self._names = {n: authors[n] | methods[n] for n in self.sources}   # what a sentence citing n may name
         self._asked_methods = method_names(question)
         self._methods = self._asked_methods.union(*methods.values())   # method names that point to a paper
@@ -526,12 +527,18 @@ class CitationChecker:
         return Sentence(not_stated_claim(self.sources[cited[0]].hit.paper.label), cited[:1], True, kind="not_stated")
 
     def _on_topic(self, cited: list[int]) -> bool:
-        """Does the question name one of these papers' authors or category, or is one of them close
-        enough to the question (`_relevant`) and ranked not far below the best paper found?"""
-        if self.ranked_sentences is None or any(self.sources[n].hit.named for n in cited):
+        """Does the question name one of these papers' authors, or is one of them close enough to the
+        question (`_relevant`) and either in a category the question names or ranked not far below the
+        best paper found? A category alone does not make a paper answer "which X papers study Y"."""
+        if self.ranked_sentences is None or any(self._names_author_of(n) for n in cited):
             return True
-        return any(self._relevant(self.sources[n].hit)
-                   and self.sources[n].hit.score >= self._best_score - self._margin for n in cited)
+        return any(self._relevant(hit) and (hit.named or hit.score >= self._best_score - self._margin)
+                   for hit in (self.sources[n].hit for n in cited))
+
+    def _names_author_of(self, n: int) -> bool:
+        """Does the question name an author of source n (not only its category)?"""
+        hit = self.sources[n].hit
+        return hit.named and (self._author_named is None or hit.paper.paper_id in self._author_named)
 
     def _relevant(self, hit: Hit) -> bool:
         """Is the paper about the question: one of its sentences is close to it, or the paper model puts

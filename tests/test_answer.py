@@ -340,6 +340,22 @@ def test_a_paper_whose_whole_abstract_is_close_to_the_question_is_on_the_questio
     assert labels(answer) == (["Lovelace and Babbage"] if answered else [])
 
 
+ADVICE = "Advice from other agents halves the number of episodes needed to solve sparse-reward tasks."
+
+
+@pytest.mark.parametrize("question, floor, answered", [
+    ("Which Reinforcement Learning · Deep RL papers study grokking?", 1.01, False),   # its category, not its topic
+    ("Which Reinforcement Learning · Deep RL papers study grokking?", 0.0, True),
+    ("What did Cédric Colas find about grokking?", 1.01, True),   # its author: the paper asked about
+])
+def test_a_paper_in_the_named_category_must_also_be_on_the_question(run, monkeypatch, question, floor, answered):
+    monkeypatch.setattr("rag.answer.MIN_SOURCE_RELEVANCE", floor)
+    monkeypatch.setattr("rag.answer.MIN_PAPER_RELEVANCE", floor)
+    answer = run(lambda n: items((ADVICE, n["Colas et al."])), question=question)
+    assert answer.abstained is not answered
+    assert labels(answer) == (["Colas et al."] if answered else [])
+
+
 def test_when_no_claim_answers_the_best_sources_closest_sentence_is_quoted(run):
     answer = run(lambda n: items((COMPILER, n["Hopper"])), question=GROKKING_QUESTION)
     assert not answer.abstained and [s.kind for s in answer.sentences] == ["quote"]   # the off-question claim is not shown
