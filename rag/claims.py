@@ -33,7 +33,7 @@ from rag.grounding import NUMBER
 
 MIN_SOURCE_RELEVANCE = 0.35  # cosine of question and the cited abstract's sentence closest to it (also quoted)
 MIN_PAPER_RELEVANCE = 0.30   # or the paper model's score of the whole abstract (Hit.paper_score), if that model is on
-SCORE_MARGIN = 0.20          # the cited paper's retrieval score at most this much below the best paper's
+SCORE_MARGIN = 0.16          # the cited paper's retrieval score at most this much below the best paper's
 SINGLE_PAPER_MARGIN = 0.10   # the same, for a question that does not ask for several papers
 ONE_PAPER_FOR_ONE_QUESTION = True   # such a question's answer keeps to the paper of its first shown sentence
 MAX_QUOTE_CHARS = 320        # a longer abstract sentence is cut at a word boundary, with "…"
