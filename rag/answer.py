@@ -510,6 +510,8 @@ class CitationChecker:
             label = self.sources[backing[0]].hit.paper.label
             return Sentence(name_the_paper(text, label) if len(backing) == 1 else text, backing, True)
         owners = [n for n in cited if self._names_belong(names, [n])]
+        if owners and not self._on_topic(owners):   # unsupported, and about a paper that does not answer
+            return Sentence(text, owners, False, kind="off_question")
         return self._quote(owners) or Sentence(text, cited, False)
 
     def _gives_number(self, text: str) -> bool:

@@ -314,7 +314,8 @@ def test_a_restated_question_with_no_relevant_source_sentence_abstains(run, monk
     monkeypatch.setattr("rag.answer.MIN_PAPER_RELEVANCE", 1.01)
     answer = run(lambda n: items(("In grokking something happens, and the compiler does things.",
                                   n["Lovelace and Babbage"])))
-    assert answer.abstained and answer.abstain_reason == "unsupported"
+    assert answer.abstained and answer.abstain_reason == "off_question"   # no paper is on the question
+    assert answer.citations == [] and "quote" not in [s.kind for s in answer.sentences]
 
 
 GROKKING_QUESTION = "What happens to test accuracy in grokking?"
@@ -354,6 +355,15 @@ def test_a_paper_in_the_named_category_must_also_be_on_the_question(run, monkeyp
     answer = run(lambda n: items((ADVICE, n["Colas et al."])), question=question)
     assert answer.abstained is not answered
     assert labels(answer) == (["Colas et al."] if answered else [])
+
+
+def test_an_unsupported_claim_about_a_paper_off_the_question_is_held_back_not_shown(run, monkeypatch):
+    monkeypatch.setattr("rag.answer.SINGLE_PAPER_MARGIN", 0.0)   # only the best paper answers
+    invented = "Hopper reports that the compiler halves memory use on scientific workloads."   # no source backs it
+    answer = run(lambda n: items((GROKKING, n["Lovelace and Babbage"]), (invented, n["Hopper"])),
+                 question=GROKKING_QUESTION)
+    assert answer.answer == f"{GROKKING} [1]" and labels(answer) == ["Lovelace and Babbage"]
+    assert [s.kind for s in answer.sentences] == ["claim"]
 
 
 def test_when_no_claim_answers_the_best_sources_closest_sentence_is_quoted(run):

@@ -116,17 +116,20 @@ def test_evidence_highlights_the_abstract_sentence_behind_a_citation(real_settin
     from rag.evidence import highlight_evidence
     from rag.retrieve import Retriever
 
-    with Retriever(real_settings) as retriever:
-        answerer = Answerer(real_settings, retriever, ScriptedModel(reply(GFPO_SENTENCE, ("It costs 9000 GPUs.", [1]),
+    rfm_sentence = ("Grokking also happens with Recursive Feature Machines, and the transition is determined by "
+                    "feature learning.", [1])
+    with Retriever(real_settings) as retriever:   # two grokking papers, close in score: Mallinar et al., Haris et al.
+        answerer = Answerer(real_settings, retriever, ScriptedModel(reply(rfm_sentence, ("It costs 9000 GPUs.", [1]),
                                                                           ("It runs on 512 TPUs.", [2]))))
-        answer = answerer.ask(EXAMPLE)
+        answer = answerer.ask("what methods explain grokking?")
         evidence = highlight_evidence(answer, answerer.grounding)
     assert [s.kind for s in answer.sentences] == ["claim", "claim", "quote"]
-    assert not answer.sentences[1].supported   # GFPO's paper has its claim already: this one stays unsupported
-    gfpo = answer.citations[0].paper
-    marked = evidence[gfpo.paper_id].supporting_sentences()
-    assert len(marked) == 1 and "GFPO (Group Filtered Policy Optimization)" in marked[0]   # nothing from 9000 GPUs
+    assert not answer.sentences[1].supported   # the first paper has its claim already: this one stays unsupported
+    rfm = answer.citations[0].paper
+    marked = evidence[rfm.paper_id].supporting_sentences()
+    assert len(marked) == 1 and "Recursive Feature Machines (RFM)" in marked[0]   # nothing from 9000 GPUs
     quoted = answer.citations[1].paper.paper_id   # the second paper's invented claim gave way to its own sentence
+    assert "grokking" in answer.sentences[2].quote
     assert evidence[quoted].supporting_sentences() == [answer.sentences[2].quote]
 
 
