@@ -21,8 +21,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from rag.claims import (MIN_PAPER_RELEVANCE, MIN_SOURCE_RELEVANCE, ONE_PAPER_FOR_ONE_QUESTION, SCORE_MARGIN,
-                        SINGLE_PAPER_MARGIN, asks_for_number, asks_for_several, counted_words, method_names,
+from rag.claims import (MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE, MIN_SOURCE_RELEVANCE, ONE_PAPER_FOR_ONE_QUESTION,
+                        SCORE_MARGIN, SINGLE_PAPER_MARGIN, asks_for_number, asks_for_several, counted_words, method_names,
                         name_the_paper, not_stated_claim, quoted_claim, words_after_numbers, written_names)
 from rag.corpus import Paper, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
@@ -469,13 +469,16 @@ class CitationChecker:
 
     def add_fallback_quote(self) -> Sentence | None:
         """When no checked claim answers, the best-ranked source's sentence closest to the question,
-        quoted, if that paper is on the question's topic: when every claim was held back as off the
+        quoted, if that paper is on the question's topic, and its whole abstract close to the question
+        (`_close_enough_to_quote`): when every claim was held back as off the
         question (or there was none), or whatever the claims were when the question names that paper's
         author or category. None for a question that asks for a number, or when a claim answers."""
         best = min(self.sources, key=lambda n: self.sources[n].hit.rank, default=None)
         if best is None or self._wants_number or any(s.supported and s.kind != "not_stated" for s in self.sentences):
             return None
         if not self.sources[best].hit.named and any(s.kind != "off_question" for s in self.sentences):
+            return None
+        if not self._close_enough_to_quote(best):
             return None
         sentence = self._quote([best])
         return self._append(sentence) if sentence is not None else None
@@ -572,6 +575,13 @@ class CitationChecker:
                 return self._not_stated(cited)   # the paper is on the question, the number asked is not in it
         sentence = ranked[0][0]
         return Sentence(quoted_claim(paper.label, sentence), cited[:1], True, kind="quote", quote=sentence)
+
+    def _close_enough_to_quote(self, n: int) -> bool:
+        """A fallback quote's paper is our choice, not the model's: it must be close to the question as
+        a whole (the paper model's score), not through one sentence that shares its words, unless the
+        question names its author."""
+        score = self.sources[n].hit.paper_score
+        return score is None or score >= MIN_QUOTE_PAPER_SCORE or self._names_author_of(n)
 
     def _renumber(self, n: int) -> int:
         return self._renumbered.setdefault(n, len(self._renumbered) + 1)

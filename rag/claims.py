@@ -16,11 +16,13 @@ Three rules that grounding.py's support check does not cover, each deterministic
   nor 'how many X' by a number of something else (`counted_words`: '16 minutes' is not hours);
 - when the model restates the question instead of answering it, or writes only about papers
   off the question, a source's own sentence that is closest to the question stands in for
-  it, quoted and attributed (`quoted_claim`); for a question that asks for a number, its closest
-  sentence that states one (a claim on the topic without the number gives way to it too),
-  and when the question asks for a number the source does not hold, or the model gives one its
-  source does not hold, the answer says that the source does not state it (`not_stated_claim`)
-  instead of guessing.
+  it, quoted and attributed (`quoted_claim`) — when no claim is left, the best paper's, if the
+  paper model also puts its whole abstract close to the question (`MIN_QUOTE_PAPER_SCORE`, waived
+  when the question names one of its authors): that paper is our choice, not the model's; for a
+  question that asks for a number, its closest sentence that states one (a claim on the topic
+  without the number gives way to it too), and when the question asks for a number the source
+  does not hold, or the model gives one its source does not hold, the answer says that the
+  source does not state it (`not_stated_claim`) instead of guessing.
 A shown claim that speaks of its paper without naming it ("The paper shows", "We propose") is
 named (`name_the_paper`).
 The floors were chosen on the tune parts of eval/ (eval/README.md).
@@ -33,6 +35,7 @@ from rag.grounding import NUMBER
 
 MIN_SOURCE_RELEVANCE = 0.35  # cosine of question and the cited abstract's sentence closest to it (also quoted)
 MIN_PAPER_RELEVANCE = 0.30   # or the paper model's score of the whole abstract (Hit.paper_score), if that model is on
+MIN_QUOTE_PAPER_SCORE = 0.25 # a quote when no claim is left: the paper model's score of its abstract, at least
 SCORE_MARGIN = 0.16          # the cited paper's retrieval score at most this much below the best paper's
 SINGLE_PAPER_MARGIN = 0.10   # the same, for a question that does not ask for several papers
 ONE_PAPER_FOR_ONE_QUESTION = True   # such a question's answer keeps to the paper of its first shown sentence

@@ -1,5 +1,6 @@
 """Answer logic with a scripted fake LLM: citation checks, renumbering, loops, abstention, prompts."""
 
+import dataclasses
 import json
 
 import pytest
@@ -371,6 +372,21 @@ def test_when_no_claim_answers_the_best_sources_closest_sentence_is_quoted(run):
     assert not answer.abstained and [s.kind for s in answer.sentences] == ["quote"]   # the off-question claim is not shown
     assert labels(answer) == ["Lovelace and Babbage"] and answer.answer.startswith("Lovelace and Babbage: ")
     assert answer.answer.endswith("[1]") and "compiler" not in answer.answer
+
+
+@pytest.mark.parametrize("paper_score, question, quoted", [
+    (0.5, GROKKING_QUESTION, True),
+    (0.1, GROKKING_QUESTION, False),   # one sentence shares the question's words, the abstract is far from it
+    (0.1, "What happens to test accuracy in the grokking paper by Ada Lovelace?", True),   # its author is named
+])
+def test_a_quote_needs_its_whole_abstract_close_to_the_question(run, retriever, monkeypatch, paper_score, question,
+                                                                 quoted):
+    search = retriever.search
+    monkeypatch.setattr(retriever, "search", lambda *a, **kw: dataclasses.replace(
+        result := search(*a, **kw), hits=[dataclasses.replace(h, paper_score=paper_score) for h in result.hits]))
+    answer = run(lambda n: items((COMPILER, n["Hopper"])), question=question)
+    assert ("quote" in [s.kind for s in answer.sentences]) == quoted and answer.abstained != quoted
+    assert labels(answer) == (["Lovelace and Babbage"] if quoted else [])
 
 
 def test_a_question_that_asks_for_a_number_gets_no_quote_in_place_of_an_answer(run):
