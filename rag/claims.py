@@ -54,13 +54,18 @@ _TOKEN = re.compile(r"[\w'-]+")
 _FUNCTION_WORD = re.compile(r"\b(?:of|in|on|at|for|to|by|with|from|per|the|an?|that|which|who|is|are|was|were|"
                             r"do|does|did|has|have|had|can|could|will|would)\b", re.IGNORECASE)
 _COUNTED = re.compile(r"\bhow many\s+([\w'-]+(?:\s+[\w'-]+){0,2})", re.IGNORECASE)
-_PAPERS = r"(?:papers|studies|articles)"
+_PAPERS = r"(?:papers|studies|articles|publications)"
 _APPROACHES = r"(?:works|approaches|methods|techniques|ways|lines of (?:work|research)|authors|groups|teams)"
+_REQUEST = r"(?:give|show|find|list|recommend|suggest|name|get|cite)"
 _SEVERAL = re.compile(   # the plural must be what is asked about: "which papers", "any studies", "what methods"
     rf"\b(?:which|what)\b[^?.!]{{0,80}}?\b{_PAPERS}\b"
     rf"|\b(?:any|some|several|multiple|various|different|all|these|those|the|other|there)\s+(?:[\w'-]+\s+){{0,3}}?"
     rf"{_PAPERS}\b"
+    rf"|\b{_REQUEST}\s+(?:me\s+|us\s+)?(?:[\w'-]+\s+){{0,3}}?{_PAPERS}\b|^\W*{_PAPERS}\b"   # "give me papers on X"
     rf"|\b(?:which|what|any|some|several|multiple|various|different)\s+(?:[\w'-]+\s+){{0,3}}?{_APPROACHES}\b"
+    r"|\b(?:which|what|any|some|existing|prior|recent|related|the)\s+(?:[\w'-]+\s+)?(?:research|literature)\b"
+    r"|\b(?:which|what|any|some|existing|prior|recent|related)\s+(?:(?:prior|recent|related|existing|previous|other)\s+)?"
+    r"work\b|\bresearch (?:on|into|about)\b|\bwhich ones\b"
     r"|哪些|哪几|几篇|多篇|这些", re.IGNORECASE)
 _UNNAMED_SUBJECT = re.compile(r"(?:the|this) (?P<kind>paper|work|study|article)\b|(?:in this (?:paper|work),? )?we\b"
                               r"|the authors\b", re.IGNORECASE)

@@ -437,6 +437,11 @@ def test_a_question_about_one_paper_is_answered_about_the_first_paper_shown(run,
     ("How does a network learn an algorithm that works on long sequences?", False),   # the plural is not what is asked
     ("How can I split the columns of a dataset into groups?", False),
     ("By how much do the merged models beat other merging methods?", False),
+    ("Give me papers about sparse autoencoders.", True), ("Papers on optimal transport?", True),
+    ("What work has been done on model merging?", True), ("Is there any research on protein folding?", True),
+    ("What does the literature say about grokking?", True), ("Tell me about research on model merging.", True),
+    ("What does the work by Francesco Locatello argue?", False), ("Does GFPO work on code?", False),
+    ("How many human comparison studies did the position paper go through?", False),
 ])
 def test_asks_for_several(question, several):
     assert asks_for_several(question) is several
