@@ -3,7 +3,8 @@
 Run: .venv/bin/python benchmarks/bench_levers.py [--questions 5]
 For the example question and the next search questions of rag.bench (warm: model loaded,
 a warm-up question asked first), prints median time to first token, total time and
-prompt tokens under: the defaults; smaller context budgets, by chunk and by sentence;
+prompt tokens under: the defaults; every retrieved paper given to the model, not only those near
+the best (`RAG_PROMPT_PAPERS=all`); smaller context budgets, by chunk and by sentence;
 llama.cpp's prefix cache defeated (the system prompt evaluated every time); n_ctx 2048;
 one thread; prompt-lookup (n-gram) speculative decoding (llama-cpp-python's
 LlamaPromptLookupDecoding, which needs the logits of every position, `logits_all`), with the
@@ -28,6 +29,7 @@ from rag.settings import Settings, available_cores
 
 LEVERS = {   # name -> settings overrides
     "defaults": {},
+    "every retrieved paper in the prompt (prompt_papers all)": {"prompt_papers": "all"},
     "context 600 tokens": {"context_tokens": 600},
     "context 400 tokens": {"context_tokens": 400},
     "context 400 tokens, by sentence": {"context_tokens": 400, "context_unit": "sentence"},
@@ -99,21 +101,37 @@ def summary(rows: list[dict]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--questions", type=int, default=5)
+    parser.add_argument("--levers", help="only these levers of LEVERS, comma-separated, beside the defaults "
+                        "(the other rows are then left out)")
     args = parser.parse_args()
+    chosen = {"defaults"} | set(filter(None, (args.levers or "").split(",")))
+    if unknown := chosen - set(LEVERS):
+        parser.error(f"unknown levers {', '.join(sorted(unknown))}: choose from {', '.join(LEVERS)}")
     questions = list(SEARCH_QUESTIONS[:args.questions])
     base = Settings()
     results = {}
     with Retriever(base) as retriever:
         for name, overrides in LEVERS.items():
+            if args.levers and name not in chosen:
+                continue
             results[name] = summary(in_process(base.with_overrides(**overrides), retriever, questions))
             print(f"{name}: {results[name]}", file=sys.stderr, flush=True)
-        results["prefix cache emptied before each"] = summary(in_process(base, retriever, questions, forget=True))
-        for drafted in (10, 4):
-            lookup = PromptLookupModel(base, drafted)
-            results[f"prompt lookup, {drafted} tokens drafted"] = summary(
-                in_process(base, retriever, questions, model=lookup))
-            lookup._llama.close()
+        if not args.levers:
+            more_levers(base, retriever, questions, results)
+    print_table(results, questions, base)
+
+
+def more_levers(base: Settings, retriever: Retriever, questions: list[str], results: dict) -> None:
+    """The levers that are not settings: the prefix cache, prompt lookup, a new process per question."""
+    results["prefix cache emptied before each"] = summary(in_process(base, retriever, questions, forget=True))
+    for drafted in (10, 4):
+        lookup = PromptLookupModel(base, drafted)
+        results[f"prompt lookup, {drafted} tokens drafted"] = summary(in_process(base, retriever, questions, model=lookup))
+        lookup._llama.close()
     results["new process per question"] = summary(new_process(base, questions))
+
+
+def print_table(results: dict, questions: list[str], base: Settings) -> None:
     first = results["defaults"]
     print(f"{len(questions)} questions (the first is the example question), medians, {base.threads or 'all'} threads\n")
     print("| lever | first token s | total s | prompt tokens | first token vs defaults | replies as defaults |")

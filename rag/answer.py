@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass, field
 
 from rag.claims import (MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE, MIN_SOURCE_RELEVANCE, ONE_PAPER_FOR_ONE_QUESTION,
-                        SCORE_MARGIN, SINGLE_PAPER_MARGIN, asks_for_number, asks_for_several, counted_words, method_names,
-                        name_the_paper, not_stated_claim, quoted_claim, words_after_numbers, written_names)
+                        asks_for_number, asks_for_several, counted_words, method_names, name_the_paper, near_the_best,
+                        not_stated_claim, quoted_claim, words_after_numbers, written_names)
 from rag.corpus import Paper, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import embed_texts
@@ -189,7 +189,7 @@ class Answerer:
         if not given or not self.retrieval_is_confident(given):
             record.abstain_reason = "retrieval"
             return self._finish(record, started)
-        sources = self.build_sources(given, found.query_embedding)
+        sources = self.build_sources(self.papers_to_read(given, found.query), found.query_embedding)
         messages = [
             {"role": "system", "content": self.system_prompt.render(**{
                 name: value for name, value in (("cannot_answer", CANNOT_ANSWER),
@@ -209,6 +209,12 @@ class Answerer:
             raise
         record.invalid_citations, record.draft = checker.invalid, checker.draft
         return self._conclude(record, checker, reply, started)
+
+    def papers_to_read(self, hits: list[Hit], question: str) -> list[Hit]:
+        """The papers the model is given: with prompt_papers near_best only those a claim can be shown
+        about (claims.near_the_best), as a claim about any other would be held back as off the question;
+        a shorter prompt is read sooner (the wall before the first token)."""
+        return near_the_best(hits, question) if self.settings.prompt_papers == "near_best" else hits
 
     def retrieval_is_confident(self, hits: list[Hit]) -> bool:
         """The score gate: the best paper is close enough in meaning, or the question names a paper's
@@ -418,10 +424,8 @@ class CitationChecker:
         self._label_terms = {t for s in sources for t in grounding.terms(s.hit.paper.label)}
         self._wants_number = asks_for_number(question)
         self._counted = grounding.terms(counted_words(question))   # what 'how many' counts, stemmed
-        self._best_score = max((s.hit.score for s in sources), default=0.0)
-        several = asks_for_several(question)
-        self._margin = SCORE_MARGIN if several else SINGLE_PAPER_MARGIN
-        self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not several
+        self._near_best = {h.paper.paper_id for h in near_the_best([s.hit for s in sources], question)}
+        self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not asks_for_several(question)
         self._answer_paper: int | None = None   # with _one_paper: the (old) number of the paper answered about
         self.invalid: list[str] = []
         self.draft: list[dict] = []          # each sentence as the model wrote it, with its source numbers
@@ -537,7 +541,7 @@ class CitationChecker:
         best paper found? A category alone does not make a paper answer "which X papers study Y"."""
         if self.ranked_sentences is None or any(self._names_author_of(n) for n in cited):
             return True
-        return any(self._relevant(hit) and (hit.named or hit.score >= self._best_score - self._margin)
+        return any(self._relevant(hit) and hit.paper.paper_id in self._near_best
                    for hit in (self.sources[n].hit for n in cited))
 
     def _names_author_of(self, n: int) -> bool:

@@ -119,6 +119,18 @@ def asks_for_several(question: str) -> bool:
     return bool(_SEVERAL.search(question))
 
 
+def score_margin(question: str) -> float:
+    """How far below the best paper's retrieval score a paper may be and still answer the question."""
+    return SCORE_MARGIN if asks_for_several(question) else SINGLE_PAPER_MARGIN
+
+
+def near_the_best(hits: list, question: str) -> list:
+    """The hits a claim may be about as far as rank goes: those the question names (an author or a
+    category) and those scored at most `score_margin` below the best hit; the best hit is always one."""
+    best, margin = max((h.score for h in hits), default=0.0), score_margin(question)
+    return [h for h in hits if h.named or h.score >= best - margin]
+
+
 def quoted_claim(label: str, sentence: str) -> str:
     """The form that stands in for a restated question: 'Label: "the abstract's sentence"'."""
     if len(sentence) > MAX_QUOTE_CHARS:

@@ -159,6 +159,9 @@ class Settings:
     max_tokens: int = _setting(DEFAULT_MAX_TOKENS, "Most tokens an answer may take.", "RAG_MAX_TOKENS")
     context_tokens: int = _setting(DEFAULT_CONTEXT_TOKENS, "Token budget (tiktoken cl100k) for the source "
                                    "chunks in the prompt.", "RAG_CONTEXT_TOKENS")
+    prompt_papers: str = _setting("near_best", "Which retrieved papers the model reads: near_best (those the "
+                                  "question names, and those scored close enough to the best paper that a claim "
+                                  "about them can be shown: claims.near_the_best) or all.", "RAG_PROMPT_PAPERS")
     context_unit: str = _setting("chunk", "What fills the context budget: chunk (stored chunks) or sentence "
                                  "(abstract sentences): the best one of each paper the question names, then the most "
                                  "similar to the question.", "RAG_CONTEXT_UNIT")
@@ -196,6 +199,8 @@ class Settings:
             raise UsageError(f"embed runtime must be onnx or torch, got {self.embed_runtime!r}")
         if self.context_unit not in ("chunk", "sentence"):
             raise UsageError(f"context unit must be chunk or sentence, got {self.context_unit!r}")
+        if self.prompt_papers not in ("near_best", "all"):
+            raise UsageError(f"prompt papers must be near_best or all, got {self.prompt_papers!r}")
         if self.answer_format not in ("json", "text"):
             raise UsageError(f"answer format must be json or text, got {self.answer_format!r}")
         for name in ("keyword_weight", "rrf_keyword_weight", "author_weight", "category_weight",

@@ -22,8 +22,10 @@ QUESTION = "What happens in grokking and what does the compiler do, in these pap
 
 @pytest.fixture
 def retriever(tmp_path):
+    """Every retrieved paper is given to the model (prompt_papers=all), so that these tests can check
+    what happens to claims about any of them; the default gives only those near the best (tested below)."""
     corpus = write_corpus(tmp_path / "c.txt", SMALL_PAPERS)
-    with Retriever(Settings.from_env(corpus=corpus)) as opened:
+    with Retriever(Settings.from_env(corpus=corpus, prompt_papers="all")) as opened:
         yield opened
 
 
@@ -40,11 +42,9 @@ def labels(answer):
 def run(retriever):
     """Ask with a fake whose reply is written in terms of the sources' labels."""
     def go(make_reply, question=QUESTION, **kw):
-        probe = ScriptedModel(reply(("x", [])))
-        Answerer(retriever.settings, retriever, probe).ask(question, k=3)
-        prompt = probe.history[0][1]["content"]
-        numbers = {block.split("Paper: ")[1].split("\n")[0]: int(block.split('"')[1])
-                   for block in prompt.split("<source id=")[1:]}
+        answerer, found = Answerer(retriever.settings, retriever, ScriptedModel()), retriever.search(question, k=3)
+        given = answerer.build_sources(answerer.papers_to_read(found.hits, found.query), found.query_embedding)
+        numbers = {source.hit.paper.label: source.n for source in given}
         model = ScriptedModel(make_reply(numbers))
         answer = ask(retriever, model, question, **kw)
         answer._model = model
@@ -359,7 +359,7 @@ def test_a_paper_in_the_named_category_must_also_be_on_the_question(run, monkeyp
 
 
 def test_an_unsupported_claim_about_a_paper_off_the_question_is_held_back_not_shown(run, monkeypatch):
-    monkeypatch.setattr("rag.answer.SINGLE_PAPER_MARGIN", 0.0)   # only the best paper answers
+    monkeypatch.setattr("rag.claims.SINGLE_PAPER_MARGIN", 0.0)   # only the best paper answers
     invented = "Hopper reports that the compiler halves memory use on scientific workloads."   # no source backs it
     answer = run(lambda n: items((GROKKING, n["Lovelace and Babbage"]), (invented, n["Hopper"])),
                  question=GROKKING_QUESTION)
@@ -405,14 +405,35 @@ def test_only_the_sentences_that_answer_the_question_are_shown(run):
     ("Which papers study grokking or compilers?", "SCORE_MARGIN"),
 ])
 def test_a_paper_ranked_far_below_the_best_is_not_an_answer(run, monkeypatch, question, margin):
-    monkeypatch.setattr(f"rag.answer.{margin}", 0.0)   # every paper but the best is too far below it
+    monkeypatch.setattr(f"rag.claims.{margin}", 0.0)   # every paper but the best is too far below it
     answer = run(lambda n: items((COMPILER, n["Hopper"]), (GROKKING, n["Lovelace and Babbage"])), question=question)
     assert [s.kind for s in answer.sentences] == ["claim"] and len(answer.citations) == 1
 
 
+def prompt_labels(retriever, question, **settings):
+    """The labels of the papers the model is given for `question`, in the order given."""
+    probe = ScriptedModel(reply(("x", [])))
+    ask(retriever, probe, question, **settings)
+    return [block.split("Paper: ")[1].split("\n")[0] for block in probe.history[0][1]["content"].split("<source id=")[1:]]
+
+
+@pytest.mark.parametrize("question, margins, given", [
+    ("What happens in grokking?", (0.0, 1.0), ["Lovelace and Babbage"]),   # one paper asked for: the best alone
+    ("Which papers study grokking?", (0.0, 1.0), ["Lovelace and Babbage", "Colas et al.", "Hopper"]),
+    ("Which papers study grokking?", (0.0, 0.0), ["Lovelace and Babbage"]),
+    ("What does Grace Hopper say about grokking?", (0.0, 0.0), ["Hopper"]),   # a named author's paper is always given
+])
+def test_the_model_reads_only_the_papers_a_claim_could_be_shown_about(retriever, monkeypatch, question, margins, given):
+    monkeypatch.setattr("rag.claims.SINGLE_PAPER_MARGIN", margins[0])
+    monkeypatch.setattr("rag.claims.SCORE_MARGIN", margins[1])
+    near = prompt_labels(retriever, question, prompt_papers="near_best")
+    assert set(near) == set(given) and set(near) <= set(prompt_labels(retriever, question))
+    assert len(prompt_labels(retriever, question)) == 3   # prompt_papers=all: every paper found
+
+
 def test_a_question_about_several_papers_keeps_papers_further_below_the_best(run, monkeypatch):
-    monkeypatch.setattr("rag.answer.SINGLE_PAPER_MARGIN", 0.0)
-    monkeypatch.setattr("rag.answer.SCORE_MARGIN", 1.0)
+    monkeypatch.setattr("rag.claims.SINGLE_PAPER_MARGIN", 0.0)
+    monkeypatch.setattr("rag.claims.SCORE_MARGIN", 1.0)
     monkeypatch.setattr("rag.answer.MIN_SOURCE_RELEVANCE", 0.0)
     both = run(lambda n: items((COMPILER, n["Hopper"]), (GROKKING, n["Lovelace and Babbage"])),
                question="Which papers study grokking or compilers?")
@@ -420,7 +441,7 @@ def test_a_question_about_several_papers_keeps_papers_further_below_the_best(run
 
 
 def test_a_question_about_one_paper_is_answered_about_the_first_paper_shown(run, monkeypatch):
-    monkeypatch.setattr("rag.answer.SINGLE_PAPER_MARGIN", 1.0)   # neither paper is too far below the best
+    monkeypatch.setattr("rag.claims.SINGLE_PAPER_MARGIN", 1.0)   # neither paper is too far below the best
     monkeypatch.setattr("rag.answer.MIN_SOURCE_RELEVANCE", 0.0)
     answer = run(lambda n: items((COMPILER, n["Hopper"]), (GROKKING, n["Lovelace and Babbage"])),
                  question="What happens in grokking and what does the compiler do?")

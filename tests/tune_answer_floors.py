@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import rag.answer
+import rag.claims
 from rag.answer import Answerer
 from rag.eval.answers import score_answer, summarise
 from rag.eval.questions import Question
@@ -80,8 +81,9 @@ def grid(spec: str, settings: Settings) -> list[dict]:
     for part in filter(None, spec.split(";")):
         name, _, listed = part.partition("=")
         name = name.strip()
-        if name not in SETTING_KNOBS and not hasattr(rag.answer, name):
-            raise SystemExit(f"unknown knob {name}: a setting ({', '.join(SETTING_KNOBS)}) or a rag.answer constant")
+        if name not in SETTING_KNOBS and not hasattr(rag.answer, name) and not hasattr(rag.claims, name):
+            raise SystemExit(f"unknown knob {name}: a setting ({', '.join(SETTING_KNOBS)}) or a constant of "
+                             "rag.answer or rag.claims")
         values[name] = [float(v) for v in listed.split(",")]
     if not values:
         values = {"min_dense_score": [settings.min_dense_score]}
@@ -108,8 +110,9 @@ def main(run: Path) -> None:
         for knobs in grid(os.environ.get("GRID", ""), settings):
             answerer.settings = settings.with_overrides(**{k: v for k, v in knobs.items() if k in SETTING_KNOBS})
             for name, value in knobs.items():
-                if name not in SETTING_KNOBS:
-                    setattr(rag.answer, name, value)
+                for module in (rag.answer, rag.claims):   # the margins are read in rag.claims
+                    if name not in SETTING_KNOBS and hasattr(module, name):
+                        setattr(module, name, value)
             replayed = replay(rows, answerer, model, judges)
             summary = summarise(replayed)
             figures.append((" ".join(f"{name} {value:g}" for name, value in knobs.items()), summary))
