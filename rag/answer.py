@@ -10,7 +10,8 @@ finds a supporting source, and citations are renumbered in order of first appear
 A claim that restates the question, or misses it, gives way to its source's sentence
 closest to the question, quoted; a number its source does not state becomes "the
 abstract does not state this". The answer abstains with CANNOT_ANSWER when retrieval is
-too weak (a score gate that spares papers the question names), when the model refuses,
+too weak (a score gate that spares papers the question names, or no paper given is on the
+question, so no claim could be shown: the model is not asked), when the model refuses,
 or when no checked claim answers the question.
 Sources reach the prompt through prompt_safety.py: whatever reads as a tag is defused, and sentences
 that address the model are left out (counted per source in the JSON as `instructions_removed`).
@@ -190,6 +191,11 @@ class Answerer:
             record.abstain_reason = "retrieval"
             return self._finish(record, started)
         sources = self.build_sources(self.papers_to_read(given, found.query), found.query_embedding)
+        checker = CitationChecker(sources, self.grounding, found.query,
+                                  self._ranked_sentences(found.query_embedding), self.retriever.mention_index)
+        if not checker.any_source_on_topic():
+            record.abstain_reason = "retrieval"   # no claim about these papers could be shown as an answer
+            return self._finish(record, started)
         messages = [
             {"role": "system", "content": self.system_prompt.render(**{
                 name: value for name, value in (("cannot_answer", CANNOT_ANSWER),
@@ -199,8 +205,6 @@ class Answerer:
                 sources=format_sources(sources), question=defuse(found.query))},
         ]
         timings["prompt_tokens"] = sum(count_tokens(m["content"]) for m in messages)
-        checker = CitationChecker(sources, self.grounding, found.query,
-                                  self._ranked_sentences(found.query_embedding), self.retriever.mention_index)
         try:
             reply = self._generate(messages, checker, [s.n for s in sources], started, timings,
                                    on_sentence, on_text)
@@ -543,6 +547,11 @@ class CitationChecker:
             return True
         return any(self._relevant(hit) and hit.paper.paper_id in self._near_best
                    for hit in (self.sources[n].hit for n in cited))
+
+    def any_source_on_topic(self) -> bool:
+        """Could any claim be shown as an answer? Each needs a source on the question (`_on_topic`),
+        so when none is, the model need not be asked: its answer would abstain."""
+        return any(self._on_topic([n]) for n in self.sources)
 
     def _names_author_of(self, n: int) -> bool:
         """Does the question name an author of source n (not only its category)?"""

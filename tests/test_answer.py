@@ -310,9 +310,15 @@ def test_a_claim_that_restates_the_question_gives_way_to_its_source_quoted(run):
     assert labels(answer) == ["Lovelace and Babbage"] and answer.sentences[0].supported
 
 
+def ask_the_model_anyway(monkeypatch):
+    """As if some paper given were on the question, so that the model is asked and each claim checked."""
+    monkeypatch.setattr("rag.answer.CitationChecker.any_source_on_topic", lambda checker: True)
+
+
 def test_a_restated_question_with_no_relevant_source_sentence_abstains(run, monkeypatch):
     monkeypatch.setattr("rag.answer.MIN_SOURCE_RELEVANCE", 1.01)
     monkeypatch.setattr("rag.answer.MIN_PAPER_RELEVANCE", 1.01)
+    ask_the_model_anyway(monkeypatch)
     answer = run(lambda n: items(("In grokking something happens, and the compiler does things.",
                                   n["Lovelace and Babbage"])))
     assert answer.abstained and answer.abstain_reason == "off_question"   # no paper is on the question
@@ -325,9 +331,21 @@ GROKKING_QUESTION = "What happens to test accuracy in grokking?"
 def test_a_true_sentence_that_does_not_answer_the_question_is_held_back(run, monkeypatch):
     monkeypatch.setattr("rag.answer.MIN_SOURCE_RELEVANCE", 1.01)   # no source is close enough to quote instead
     monkeypatch.setattr("rag.answer.MIN_PAPER_RELEVANCE", 1.01)
+    ask_the_model_anyway(monkeypatch)
     answer = run(lambda n: items((COMPILER, n["Hopper"])), question=GROKKING_QUESTION)
     assert answer.abstained and answer.abstain_reason == "off_question" and answer.citations == []
     assert [s.kind for s in answer.sentences] == ["off_question"]
+
+
+@pytest.mark.parametrize("paper_floor, asked", [(1.01, False), (0.0, True)])
+def test_when_no_paper_given_is_on_the_question_the_model_is_not_asked(run, monkeypatch, paper_floor, asked):
+    """No claim about an off-question paper is shown, so such an answer abstains before the model reads anything."""
+    monkeypatch.setattr("rag.answer.MIN_SOURCE_RELEVANCE", 1.01)
+    monkeypatch.setattr("rag.answer.MIN_PAPER_RELEVANCE", paper_floor)
+    answer = run(lambda n: items((GROKKING, n["Lovelace and Babbage"])), question=GROKKING_QUESTION)
+    assert bool(answer._model.history) is asked and answer.abstained is not asked
+    if not asked:
+        assert answer.abstain_reason == "retrieval" and answer.sources and answer.timings["prompt_tokens"] == 0
 
 
 @pytest.mark.parametrize("paper_floor, answered", [(0.0, True), (1.01, False)])
@@ -426,6 +444,7 @@ def prompt_labels(retriever, question, **settings):
 def test_the_model_reads_only_the_papers_a_claim_could_be_shown_about(retriever, monkeypatch, question, margins, given):
     monkeypatch.setattr("rag.claims.SINGLE_PAPER_MARGIN", margins[0])
     monkeypatch.setattr("rag.claims.SCORE_MARGIN", margins[1])
+    ask_the_model_anyway(monkeypatch)
     near = prompt_labels(retriever, question, prompt_papers="near_best")
     assert set(near) == set(given) and set(near) <= set(prompt_labels(retriever, question))
     assert len(prompt_labels(retriever, question)) == 3   # prompt_papers=all: every paper found
