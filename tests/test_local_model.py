@@ -39,7 +39,8 @@ def test_example_question_cites_the_gfpo_paper(real_settings, local_model):
 
 
 @pytest.mark.real_model
-def test_off_corpus_question_abstains_even_without_the_retrieval_gate(real_settings, local_model):
+def test_off_corpus_question_abstains_even_without_the_retrieval_gates(real_settings, local_model, monkeypatch):
+    monkeypatch.setattr("rag.answer.CitationChecker.any_source_on_topic", lambda checker: True)   # ask the model
     answer = ask(real_settings, local_model, "What is the boiling point of ethanol at sea level?",
                  min_dense_score=0.0)
     assert answer.abstained and answer.answer == CANNOT_ANSWER and answer.citations == []
@@ -137,3 +138,42 @@ def test_grammar_checked_on_likeliest_tokens_first_gives_the_same_reply(local_mo
         plain.close()
     assert local_model._llama.create_chat_completion(**options)["choices"][0]["message"]["content"] == expected
     assert "85%" in expected
+
+
+PREFIX_MESSAGES = [{"role": "system", "content": "You answer in one short sentence, citing the source as [1]."},
+                   {"role": "user", "content": "Source [1]: GFPO filters sampled responses by length and token "
+                    "efficiency.\nQuestion: how does GFPO cut length?"}]
+
+
+def complete(llama, messages=PREFIX_MESSAGES):
+    return llama.create_chat_completion(messages=messages, temperature=0.0, max_tokens=30)["choices"][0]["message"]["content"]
+
+
+@pytest.mark.real_model
+def test_a_system_turn_read_in_one_process_is_loaded_in_the_next_with_the_same_reply(local_model, tmp_path):
+    from rag.prefix_state import PrefixStates
+
+    local_model._llama.reset()
+    states = PrefixStates(local_model._llama, tmp_path, "test")
+    assert states.restore(PREFIX_MESSAGES) == "read" and len(list(tmp_path.glob("prefix-*.state"))) == 1
+    expected = complete(local_model._llama)
+    assert states.restore(PREFIX_MESSAGES) == "held"   # the chat prompt began with the prefix as tokenized here
+    assert states.restore(PREFIX_MESSAGES[1:]) == "none"
+
+    fresh = llm.top_k_grammar_llama()(model_path=str(local_model.path), n_ctx=local_model._llama.n_ctx(),
+                                      n_threads=2, verbose=False)   # a new process's context: nothing read
+    try:
+        assert PrefixStates(fresh, tmp_path, "test").restore(PREFIX_MESSAGES) == "loaded"
+        assert fresh.n_tokens == len(states.prefix_tokens(PREFIX_MESSAGES))
+        assert complete(fresh) == expected
+        saved = next(tmp_path.glob("prefix-*.state"))
+        saved.write_bytes(saved.read_bytes()[:1000])   # a torn or foreign file is read again and replaced
+        fresh.reset()
+        assert PrefixStates(fresh, tmp_path, "test").restore(PREFIX_MESSAGES) == "read"
+        fresh.reset()
+        assert PrefixStates(fresh, tmp_path, "test").restore(PREFIX_MESSAGES) == "loaded"
+        fresh.reset()
+        assert PrefixStates(fresh, tmp_path, "another model").restore(PREFIX_MESSAGES) == "read"
+        assert len(list(tmp_path.glob("prefix-*.state"))) == 2 and not list(tmp_path.glob(".prefix-*"))
+    finally:
+        fresh.close()
