@@ -112,7 +112,7 @@ def main() -> None:
     args = parser.parse_args()
     chosen = {"defaults"} | set(filter(None, (args.levers or "").split(",")))
     if unknown := chosen - set(LEVERS) - set(OTHER_LEVERS):
-        parser.error(f"unknown levers {', '.join(sorted(unknown))}: choose from {', '.join(LEVERS)}")
+        parser.error(f"unknown levers {', '.join(sorted(unknown))}: choose from {', '.join([*LEVERS, *OTHER_LEVERS])}")
     questions = list(SEARCH_QUESTIONS[:args.questions])
     base = Settings()
     results = {}
