@@ -551,7 +551,7 @@ class CitationChecker:
     def any_source_on_topic(self) -> bool:
         """Could any claim be shown as an answer? Each needs a source on the question (`_on_topic`),
         so when none is, the model need not be asked: its answer would abstain."""
-        return any(self._on_topic([n]) for n in self.sources)
+        return bool(self.sources) and self._on_topic(list(self.sources))
 
     def _names_author_of(self, n: int) -> bool:
         """Does the question name an author of source n (not only its category)?"""

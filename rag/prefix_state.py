@@ -86,8 +86,7 @@ class PrefixStates:
         state = (ctypes.c_uint8 * (len(data) - header)).from_buffer_copy(data, header)
         self.llama.reset()
         if self._api.llama_state_set_data(self.llama.ctx, state, len(state)) != len(state):
-            self.llama.reset()
-            return False
+            return False   # restore() reads the prefix again into a cleared context
         self.llama.input_ids[:len(tokens)] = tokens
         self.llama.n_tokens = len(tokens)
         self.llama._requires_eval = True   # as Llama.load_state leaves it: the next prompt decodes its rest

@@ -207,6 +207,7 @@ def test_piped_questions_get_no_prompt(monkeypatch, capsys):
 @pytest.mark.parametrize("variable, value, message", [
     ("RAG_NAMESPACE", "my corpus!", "namespace 'my corpus!' must be 1-64 letters, digits"),
     ("RAG_CONTEXT_UNIT", "paragraph", "context unit must be chunk or sentence, got 'paragraph'"),
+    ("RAG_PROMPT_PAPERS", "best", "prompt papers must be near_best or all, got 'best'"),
 ])
 def test_bad_new_settings_are_one_line_usage_errors(variable, value, message, capsys, monkeypatch):
     monkeypatch.setenv(variable, value)
