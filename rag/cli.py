@@ -11,10 +11,10 @@ import os
 import shutil
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
+from rag.background import Background
 from rag.errors import BackendError, RagError, UsageError
 from rag.formats import FORMATS
 from rag.settings import Settings
@@ -329,29 +329,16 @@ def run_ask(args) -> int:
         return _each_question(questions, batch, args.json, handle)
 
 
-class OpenedInBackground:
-    """An LLM being opened on a thread of its own from now on; calling this waits for it and returns it
-    (or raises what opening it raised). Loading the local model's weights overlaps opening the index
-    and embedding the question, so the first answer starts sooner."""
+class OpenedInBackground(Background):
+    """An LLM being opened on a thread of its own from now on; calling this (as an opener) waits for it
+    and returns it. Loading the local model's weights overlaps opening the index and embedding the
+    question, so the first answer starts sooner."""
 
     def __init__(self, open_model, settings: Settings):
-        self._done = threading.Event()
-        self._model = self._error = None
-        threading.Thread(target=self._open, args=(open_model, settings), name="open-llm", daemon=True).start()
-
-    def _open(self, open_model, settings: Settings) -> None:
-        try:
-            self._model = open_model(settings)
-        except BaseException as err:   # handed to the caller, who reports it as the opener would have
-            self._error = err
-        finally:
-            self._done.set()
+        super().__init__("open-llm", open_model, settings)
 
     def __call__(self, settings: Settings | None = None):
-        self._done.wait()
-        if self._error is not None:
-            raise self._error
-        return self._model
+        return self.result()
 
 
 ABSTAIN_NOTES = {"unsupported": " (the draft above is not supported by the papers)",

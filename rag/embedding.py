@@ -11,6 +11,7 @@ and unpacked into cache_dir/models on first use, its weights checked by size and
 """
 
 import functools
+import importlib
 import importlib.metadata
 import logging
 import os
@@ -120,13 +121,26 @@ def load_search_model(settings: Settings, name: str, notify=lambda message: None
     """The model that embeds questions, claims and sentences for `name` (settings.embed_model or
     paper_model): on ONNX Runtime, exported from the weights on first use, or torch when
     settings.embed_runtime says so."""
+    return search_model_builder(settings, name, notify)()
+
+
+def search_model_builder(settings: Settings, name: str, notify=lambda message: None):
+    """load_search_model in two steps: this call imports what the model needs and exports it on first
+    use; the function it returns builds the model (ONNX Runtime's session: native work that a thread
+    can do beside the caller's). Imports stay on the caller's thread: two threads importing parts of
+    one package at once can fail inside importlib."""
     if settings.embed_runtime == "torch":
-        return load_embed_model(name, settings.embed_batch_size, settings.cache_dir)
+        model = load_embed_model(name, settings.embed_batch_size, settings.cache_dir)
+        return lambda: model
     from rag.onnx_embedding import exported
 
+    for module in ("onnxruntime", "tokenizers"):   # imported here, not on the thread that builds the model
+        importlib.import_module(module)
+
     folder = model_path(name, settings.cache_dir)
-    return _load_onnx_model(folder, exported(folder, settings.derived_cache_dir, Path(name).name, notify),
-                            settings.threads or available_cores(), settings.embed_batch_size)
+    onnx_file = exported(folder, settings.derived_cache_dir, Path(name).name, notify)
+    return functools.partial(_load_onnx_model, folder, onnx_file, settings.threads or available_cores(),
+                             settings.embed_batch_size)
 
 
 @functools.lru_cache(maxsize=4)

@@ -21,7 +21,7 @@ import numpy as np
 
 from rag.corpus import Paper
 from rag.embed_cache import EmbeddingCache, cache_path
-from rag.embedding import load_embed_model, load_search_model
+from rag.embedding import load_embed_model, search_model_builder
 from rag.grounding import STOPWORDS, WORD
 from rag.settings import Settings
 
@@ -36,9 +36,16 @@ def paper_model_enabled(settings: Settings) -> bool:
 def load_paper_model(settings: Settings, notify=lambda message: None):
     """The paper model, loaded once per process, on the search runtime (RAG_EMBED_RUNTIME): ONNX Runtime
     embeds both its abstracts and questions faster than torch (docs/benchmarks.md)."""
+    return paper_model_builder(settings, notify)()
+
+
+def paper_model_builder(settings: Settings, notify=lambda message: None):
+    """load_paper_model in two steps, as embedding.search_model_builder: imports and a first-use export
+    now, the model built by the function returned (on a thread of the caller's choosing)."""
     if settings.embed_runtime == "onnx":
-        return load_search_model(settings, settings.paper_model, notify)
-    return load_embed_model(settings.paper_model, settings.embed_batch_size, settings.cache_dir)
+        return search_model_builder(settings, settings.paper_model, notify)
+    model = load_embed_model(settings.paper_model, settings.embed_batch_size, settings.cache_dir)
+    return lambda: model
 
 
 @dataclass(frozen=True)

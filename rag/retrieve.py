@@ -21,13 +21,14 @@ import difflib
 import time
 from dataclasses import dataclass, field
 
+from rag.background import Background
 from rag.corpus import CATEGORY_SEPARATOR, Paper, name_tokens
 from rag.errors import UsageError
-from rag.embedding import load_search_model
+from rag.embedding import search_model_builder
 from rag.ingest import ingest, to_stderr
 from rag.keyword_index import KeywordIndex
 from rag.mentions import MentionIndex
-from rag.paper_model import PaperScores, PaperVectors, load_paper_model, paper_model_enabled
+from rag.paper_model import PaperScores, PaperVectors, paper_model_builder, paper_model_enabled
 from rag.settings import Settings
 from rag.store import embedded_path, open_store, paper_id_of_chunk, stored_papers
 from rag.translate import question_language, safe_to_english, translator_for
@@ -119,6 +120,9 @@ class Retriever:
             notify(f"Skipped {self.translator.cache.skipped} unreadable line(s) of {self.translator.cache.path} "
                    "(cut by an interrupted write); those translations are made again.")
         started = time.perf_counter()
+        paper_model = Background("load-paper-model", paper_model_builder(settings, notify)) \
+            if paper_model_enabled(settings) else None   # first: a missing paper model is the only message
+        embed_model = Background("load-embed-model", search_model_builder(settings, settings.embed_model, notify))
         self.store = _open_or_create_store(settings)
         self.collection = self.store.collection(create=False)
         if self.collection is None or self.collection.count() == 0:
@@ -128,9 +132,9 @@ class Retriever:
             self.collection = self.store.collection(create=False)
         self.paper_vectors = PaperVectors(settings) if paper_model_enabled(settings) else None
         self._load_papers()
-        self.embed_model = load_search_model(settings, settings.embed_model, notify)
-        if self.paper_vectors is not None:
-            self.paper_vectors.query_model = load_paper_model(settings, notify)
+        self.embed_model = embed_model.result()
+        if paper_model is not None:
+            self.paper_vectors.query_model = paper_model.result()
         self.open_s = time.perf_counter() - started   # reading the papers and building the keyword index
 
     def _load_papers(self) -> None:

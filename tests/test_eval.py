@@ -118,6 +118,19 @@ def test_both_sets_cover_every_type_and_paper():
         g for q in question_set("lexical") for g in q.gold}
 
 
+def test_a_set_without_gold_papers_is_measured_for_answers_only():
+    """A questions file of unanswerable questions alone (eval/nearmiss.jsonl) has nothing to rank: no retrieval
+    rows, and no error."""
+    from rag.eval.retrieval import evaluate_set
+    from rag.settings import Settings
+
+    questions = load_questions(default_question_sets()["lexical"].with_name("nearmiss.jsonl"), set(PAPERS))
+    assert len(questions) >= 20 and {q.type for q in questions} == {"unanswerable"}
+    assert not any(q.gold or q.answerable for q in questions)
+    measured = evaluate_set(Settings(), ["hybrid"], questions, PAPERS)
+    assert measured["methods"] == {} and measured["questions"] == len(questions)
+
+
 @pytest.mark.parametrize("question, abstracts, expected", [
     ("Which papers study grokking?", ["This paper studies grokking."], 1.0),          # paper, studi, grokk
     ("Which papers study grokking?", ["Grokking appears late.", "Nothing here."], 1 / 3),

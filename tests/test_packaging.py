@@ -9,7 +9,7 @@ import zipfile
 import pytest
 from conftest import REPO
 
-EVAL_FILES = ("questions.jsonl", "paraphrase.jsonl", "thresholds.json")
+EVAL_FILES = ("questions.jsonl", "paraphrase.jsonl", "nearmiss.jsonl", "thresholds.json")
 
 
 @pytest.fixture(scope="module")

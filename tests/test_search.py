@@ -107,7 +107,7 @@ def test_first_search_on_an_empty_index_ingests_the_corpus(tmp_path):
     said = []
     with Retriever(Settings.from_env(corpus=corpus), notify=said.append) as retriever:
         result = retriever.search("compiler for business programs", k=1)
-    assert said and "ingesting" in said[0] and str(corpus) in said[0]
+    assert any("ingesting" in message and str(corpus) in message for message in said)
     assert first_authors(result) == ["Grace Hopper"]
 
 

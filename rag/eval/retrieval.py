@@ -58,12 +58,14 @@ def evaluate_method(settings: Settings, method: str, questions: list[Question], 
 
 def evaluate_set(settings: Settings, methods: list[str], questions: list[Question], abstracts: dict[str, str],
                  progress=None, open_model=None) -> dict:
-    """One question set: its size, the lexical overlap of its questions, and every method's metrics."""
+    """One question set: its size, the lexical overlap of its questions, and every method's metrics
+    (none when no question has gold papers: only unanswerable questions without them)."""
     overlap = question_overlaps(questions, abstracts)
+    scored = any(q.gold for q in questions)
     return {"questions": len(questions), "overlap": overlap_summary(questions, overlap),
             "question_overlap": overlap,
             "methods": {method: evaluate_method(settings, method, questions, progress, open_model)
-                        for method in methods}}
+                        for method in methods} if scored else {}}
 
 
 def labelled(progress, set_name: str):
