@@ -16,6 +16,7 @@ import importlib.metadata
 import logging
 import os
 import shutil
+import threading
 import zipfile
 from pathlib import Path
 
@@ -143,8 +144,18 @@ def search_model_builder(settings: Settings, name: str, notify=lambda message: N
                              settings.embed_batch_size)
 
 
-@functools.lru_cache(maxsize=4)
 def _load_onnx_model(folder: Path, onnx_file: Path, threads: int, batch_size: int):
+    """The ONNX model, built once per process: a caller on another thread that asks for it while it is
+    being built (a search's paper model, and ingest embedding new papers) waits for that one."""
+    with _BUILDING:
+        return _built_onnx_model(folder, onnx_file, threads, batch_size)
+
+
+_BUILDING = threading.Lock()
+
+
+@functools.lru_cache(maxsize=4)
+def _built_onnx_model(folder: Path, onnx_file: Path, threads: int, batch_size: int):
     from rag.onnx_embedding import OnnxEmbedding
 
     return OnnxEmbedding(folder, onnx_file, threads, batch_size)

@@ -47,3 +47,13 @@ def test_the_retriever_builds_its_models_beside_opening_the_index(real_settings,
     with Retriever(real_settings) as retriever:
         assert retriever.search("what methods reduce reasoning length?", k=1).hits
     assert sorted(threads) == ["load-embed-model", "load-paper-model"]
+
+
+def test_a_model_asked_for_on_two_threads_at_once_is_built_once(real_settings):
+    import rag.embedding
+
+    build = rag.embedding.search_model_builder(real_settings, real_settings.paper_model)
+    rag.embedding._built_onnx_model.cache_clear()   # nothing built yet: both threads ask at once
+    both = [Background(f"build-{n}", build) for n in range(2)]
+    first, second = (work.result() for work in both)
+    assert first is second
