@@ -130,10 +130,10 @@ class Retriever:
             for warning in ingest(settings, progress=True).warnings:
                 notify(f"Warning: {warning}")
             self.collection = self.store.collection(create=False)
-        self.paper_vectors = PaperVectors(settings) if paper_model_enabled(settings) else None
+        self.paper_vectors = PaperVectors(settings) if paper_model is not None else None
         self._load_papers()
         self.embed_model = embed_model.result()
-        if paper_model is not None:
+        if self.paper_vectors is not None:
             self.paper_vectors.query_model = paper_model.result()
         self.open_s = time.perf_counter() - started   # reading the papers and building the keyword index
 
