@@ -11,8 +11,10 @@ A claim that restates the question, or misses it, gives way to its source's sent
 closest to the question, quoted; a number its source does not state becomes "the
 abstract does not state this". The answer abstains with CANNOT_ANSWER when retrieval is
 too weak (a score gate that spares papers the question names, or no paper given is on the
-question, so no claim could be shown: the model is not asked), when the model refuses,
-or when no checked claim answers the question.
+question, so no claim could be shown: the model is not asked), when the model doubts that
+its sources answer (its odds for `"answerable": true`, read from the local model before it writes:
+claims.MIN_SURE_ODDS) and no paper is close to the question as a whole (it is not asked to write),
+when the model refuses, or when no checked claim answers the question.
 Sources reach the prompt through prompt_safety.py: whatever reads as a tag is defused, and sentences
 that address the model are left out (counted per source in the JSON as `instructions_removed`).
 """
@@ -22,7 +24,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from rag.claims import (MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE, MIN_SOURCE_RELEVANCE, ONE_PAPER_FOR_ONE_QUESTION,
+from rag.claims import (MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE, MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS,
+                        ONE_PAPER_FOR_ONE_QUESTION,
                         asks_for_number, asks_for_several, counted_words, method_names, name_the_paper, near_the_best,
                         not_stated_claim, quoted_claim, words_after_numbers, written_names)
 from rag.corpus import Paper, paper_names
@@ -42,6 +45,8 @@ LIST_LEAD = "{count} of the papers answer this:"
 MAX_CITATIONS_PER_SENTENCE = 3
 MAX_SENTENCE_CHARS = 280   # one claim per sentence, so each is checked on its own
 ANSWER_SCHEMA_VERSION = 1
+REPLY_START = '{"answerable":'   # where the schema's reply says whether the sources answer
+YES, NO = (" true", "true"), (" false", "false")
 MAX_CACHED_SENTENCES = 20_000
 
 
@@ -124,6 +129,7 @@ class Answer:
     language: str | None = None      # the question's language when it is not English
     draft: list[dict] = field(default_factory=list)   # the model's claims as it wrote them, before the checks
     screened: dict[str, Screened] = field(default_factory=dict)   # paper id -> its instruction sentences
+    answerable_odds: float | None = None   # the model's log-odds that the sources answer (backends that tell)
 
     @property
     def lead(self) -> str | None:
@@ -148,6 +154,7 @@ class Answer:
                 "sources": [h.to_json() | self._instructions_json(h) for h in self.sources],
                 "invalid_citations": self.invalid_citations,
                 "draft": self.draft,
+                "answerable_odds": None if self.answerable_odds is None else round(self.answerable_odds, 3),
                 "backend": self.backend, "model": self.model, "index": self.index,
                 "timings": {k: round(v, 4) if isinstance(v, float) else v for k, v in self.timings.items()}}
 
@@ -206,6 +213,11 @@ class Answerer:
         ]
         timings["prompt_tokens"] = sum(count_tokens(m["content"]) for m in messages)
         try:
+            record.answerable_odds = self._answerable_odds(messages)
+            checker.model_sure = record.answerable_odds is None or record.answerable_odds >= MIN_SURE_ODDS
+            if not checker.any_source_on_topic():   # the model doubts, and no paper is close as a whole
+                record.abstain_reason = "off_question"
+                return self._finish(record, started)
             reply = self._generate(messages, checker, [s.n for s in sources], started, timings,
                                    on_sentence, on_text)
         except BackendError as err:
@@ -213,6 +225,13 @@ class Answerer:
             raise
         record.invalid_citations, record.draft = checker.invalid, checker.draft
         return self._conclude(record, checker, reply, started)
+
+    def _answerable_odds(self, messages: list[dict]) -> float | None:
+        """The model's log-odds that its sources answer, read where its JSON reply says so; None for a
+        backend that cannot tell (only the local one reads its own next-token odds) or a text reply."""
+        if self.settings.answer_format != "json" or not hasattr(self.model, "odds"):
+            return None
+        return self.model.odds(messages, REPLY_START, YES, NO)
 
     def papers_to_read(self, hits: list[Hit], question: str) -> list[Hit]:
         """The papers the model is given: with prompt_papers near_best only those a claim can be shown
@@ -430,6 +449,7 @@ class CitationChecker:
         self._counted = grounding.terms(counted_words(question))   # what 'how many' counts, stemmed
         self._near_best = {h.paper.paper_id for h in near_the_best([s.hit for s in sources], question)}
         self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not asks_for_several(question)
+        self.model_sure = True   # False: the model doubts that its sources answer (MIN_SURE_ODDS)
         self._answer_paper: int | None = None   # with _one_paper: the (old) number of the paper answered about
         self.invalid: list[str] = []
         self.draft: list[dict] = []          # each sentence as the model wrote it, with its source numbers
@@ -559,10 +579,14 @@ class CitationChecker:
         return hit.named and (self._author_named is None or hit.paper.paper_id in self._author_named)
 
     def _relevant(self, hit: Hit) -> bool:
-        """Is the paper about the question: one of its sentences is close to it, or the paper model puts
-        the whole abstract close to it (a question in everyday words is far from every single sentence)?"""
-        return (hit.paper_score is not None and hit.paper_score >= MIN_PAPER_RELEVANCE) \
-            or self.ranked_sentences(hit.paper)[0][1] >= MIN_SOURCE_RELEVANCE   # known score first: no embedding
+        """Is the paper about the question: the paper model puts the whole abstract close to it (a question
+        in everyday words is far from every single sentence), or one of its sentences is close to it, which
+        is enough only when the model is sure that its sources answer (claims.MIN_SURE_ODDS)?"""
+        if hit.paper_score is not None and hit.paper_score >= MIN_PAPER_RELEVANCE:
+            return True   # known score first: no embedding
+        if hit.paper_score is not None and not self.model_sure:
+            return False
+        return self.ranked_sentences(hit.paper)[0][1] >= MIN_SOURCE_RELEVANCE
 
     def _names_belong(self, names: set[str], cited: list[int]) -> bool:
         """Are the author names a sentence writes all names of the papers it cites?"""

@@ -70,6 +70,32 @@ class LocalModel:
         self._prefixes.restore(messages)   # the system turn, read once per machine, not once per process
         yield from self.stream_as_held(messages, schema, max_tokens)
 
+    def odds(self, messages: list[dict], reply_start: str, yes: tuple[str, ...], no: tuple[str, ...]) -> float:
+        """Log-odds that the reply, once it has begun with `reply_start`, goes on with one of `yes` rather
+        than one of `no` (each the spellings of one word, their first tokens' probabilities summed).
+
+        The prompt read here stays in the context, so the completion that follows reads one token more."""
+        import numpy
+
+        self._prefixes.restore(messages)
+        prompt = self._prefixes.chat_prompt(messages)
+        tokens = self._llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True) \
+            + self._llama.tokenize(reply_start.encode("utf-8"), add_bos=False, special=False)
+        logits = self._logits_after(tokens)
+        first = lambda words: [self._llama.tokenize(w.encode("utf-8"), add_bos=False, special=False)[0] for w in words]
+        return float(numpy.logaddexp.reduce(logits[first(yes)]) - numpy.logaddexp.reduce(logits[first(no)]))
+
+    def _logits_after(self, tokens: list[int]):
+        """The next-token logits after `tokens`, reading only what the context does not already hold."""
+        import llama_cpp
+        import numpy
+
+        llama = self._llama
+        held = llama.longest_token_prefix(llama.input_ids[:llama.n_tokens].tolist(), tokens)
+        llama.n_tokens = min(held, len(tokens) - 1)   # Llama.eval drops the context beyond n_tokens
+        llama.eval(tokens[llama.n_tokens:])
+        return numpy.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llama.ctx, -1), shape=(llama.n_vocab(),)).copy()
+
     def stream_as_held(self, messages, schema, max_tokens):
         """The completion, reusing only what the context holds now (llama-cpp-python's prefix reuse)."""
         chunks = self._llama.create_chat_completion(

@@ -57,6 +57,10 @@ class PrefixStates:
         self._save(path, tokens)
         return "read"
 
+    def chat_prompt(self, messages: list[dict]) -> str:
+        """The prompt text of `messages` under the model's chat template, up to where the reply begins."""
+        return self._formatter(messages=messages).prompt
+
     def prefix_tokens(self, messages: list[dict]) -> list[int]:
         """The tokens of the chat prompt up to where the first message after the system turn begins."""
         if len(messages) < 2 or messages[0].get("role") != "system":

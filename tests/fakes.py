@@ -37,6 +37,17 @@ def items(*claims, answerable=True) -> dict:
     return {"answerable": answerable, "items": [{"source": n, "claim": t} for t, n in claims]}
 
 
+class DoubtingModel(ScriptedModel):
+    """A ScriptedModel that, like the local backend, tells its odds that the sources answer."""
+
+    def __init__(self, *replies, odds: float):
+        super().__init__(*replies)
+        self.given_odds = odds
+
+    def odds(self, messages, reply_start, yes, no):
+        return self.given_odds
+
+
 class QuotingModel:
     """Answers by quoting the first sentence of source 1, cited [1]; as a judge, says 'supported'.
 
@@ -49,6 +60,10 @@ class QuotingModel:
 
     def __init__(self):
         self.calls = {"answer": 0, "judge": 0}
+
+    def odds(self, messages, reply_start, yes, no):
+        """Sure that its sources answer, as the local model says it is of most answerable questions."""
+        return 4.0
 
     def stream(self, messages, schema, max_tokens):
         if schema and "supported" in schema["properties"]:

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import SMALL_PAPERS, write_corpus
-from fakes import ScriptedModel, items, reply
+from fakes import DoubtingModel, ScriptedModel, items, reply
 from rag.answer import (CANNOT_ANSWER, Answerer, ReplyParser, count_tokens, format_sources, split_inline_citations,
                         split_plain_reply)
 from rag.claims import asks_for_several, counted_words
@@ -360,6 +360,39 @@ def test_a_paper_whose_whole_abstract_is_close_to_the_question_is_on_the_questio
     assert labels(answer) == (["Lovelace and Babbage"] if answered else [])
 
 
+def with_paper_score(retriever, monkeypatch, paper_score):
+    search = retriever.search
+    monkeypatch.setattr(retriever, "search", lambda *a, **kw: dataclasses.replace(
+        result := search(*a, **kw), hits=[dataclasses.replace(h, paper_score=paper_score) for h in result.hits]))
+
+
+@pytest.mark.parametrize("odds, paper_score, answered", [
+    (4.0, 0.1, True),    # sure: one sentence close to the question is enough
+    (1.0, 0.1, False),   # in doubt, and the whole abstract is far: not asked to write
+    (1.0, 0.5, True),    # in doubt, but the whole abstract is close
+    (None, 0.1, True),   # a backend that cannot tell is taken as sure
+])
+def test_when_the_model_doubts_its_sources_the_whole_abstract_must_be_close(retriever, monkeypatch, odds,
+                                                                             paper_score, answered):
+    """Near-misses are answered with true sentences about a neighbouring paper that shares a few words
+    with the question: the model's doubt and the abstract's distance single them out together."""
+    with_paper_score(retriever, monkeypatch, paper_score)
+    model = ScriptedModel(items((GROKKING, 1))) if odds is None else DoubtingModel(items((GROKKING, 1)), odds=odds)
+    answer = ask(retriever, model, GROKKING_QUESTION)
+    assert answer.abstained is not answered and answer.answerable_odds == odds
+    assert answer.to_json()["answerable_odds"] == odds
+    assert bool(model.history) is answered   # no paper to answer about: the model does not write
+    if not answered:
+        assert answer.abstain_reason == "off_question" and answer.citations == [] and answer.answer == CANNOT_ANSWER
+
+
+def test_a_doubting_model_still_answers_about_the_paper_whose_author_the_question_names(retriever, monkeypatch):
+    with_paper_score(retriever, monkeypatch, 0.05)   # a question that is mostly a name is far from every abstract
+    answer = ask(retriever, DoubtingModel(items((GROKKING, 1)), odds=0.5),
+                 "What did Ada Lovelace find about test accuracy in grokking?")
+    assert not answer.abstained and labels(answer) == ["Lovelace and Babbage"]
+
+
 ADVICE = "Advice from other agents halves the number of episodes needed to solve sparse-reward tasks."
 
 
@@ -399,9 +432,7 @@ def test_when_no_claim_answers_the_best_sources_closest_sentence_is_quoted(run):
 ])
 def test_a_quote_needs_its_whole_abstract_close_to_the_question(run, retriever, monkeypatch, paper_score, question,
                                                                  quoted):
-    search = retriever.search
-    monkeypatch.setattr(retriever, "search", lambda *a, **kw: dataclasses.replace(
-        result := search(*a, **kw), hits=[dataclasses.replace(h, paper_score=paper_score) for h in result.hits]))
+    with_paper_score(retriever, monkeypatch, paper_score)
     answer = run(lambda n: items((COMPILER, n["Hopper"])), question=question)
     assert ("quote" in [s.kind for s in answer.sentences]) == quoted and answer.abstained != quoted
     assert labels(answer) == (["Lovelace and Babbage"] if quoted else [])

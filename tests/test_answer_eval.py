@@ -161,6 +161,8 @@ def test_a_replayed_run_gives_the_same_answers_without_the_model(quoting, tmp_pa
     assert runs[1]["manifest"]["llm"]["backend"] == "replay"
     assert [r["answer"]["answer"] for r in runs[0]["answers"]["rows"]] == \
         [r["answer"]["answer"] for r in runs[1]["answers"]["rows"]]
+    asked_odds = [r["answer"]["answerable_odds"] for r in runs[0]["answers"]["rows"]]
+    assert 4.0 in asked_odds and asked_odds == [r["answer"]["answerable_odds"] for r in runs[1]["answers"]["rows"]]
     assert rag_eval(quoting, "--types", "detail,paraphrase", "--replay", str(first), "--out", str(tmp_path / "x")) == 1
     assert "not in the replayed run" in capsys.readouterr().err
 

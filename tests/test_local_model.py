@@ -11,6 +11,7 @@ from conftest import SMALL_PAPERS, write_corpus
 import rag.model_files
 from rag import llm
 from rag.answer import CANNOT_ANSWER, Answerer
+from rag.claims import MIN_SURE_ODDS
 from rag.errors import ModelError
 from rag.llm import open_model
 from rag.retrieve import Retriever
@@ -36,6 +37,7 @@ def test_example_question_cites_the_gfpo_paper(real_settings, local_model):
     assert [c.n for c in answer.citations] == list(range(1, len(answer.citations) + 1))
     assert answer.backend == "local" and answer.timings["prompt_tokens"] > 200
     assert answer.timings["first_token_s"] <= answer.timings["total_s"]
+    assert answer.answerable_odds >= MIN_SURE_ODDS   # the model is sure that its sources answer
 
 
 @pytest.mark.real_model
@@ -44,7 +46,8 @@ def test_off_corpus_question_abstains_even_without_the_retrieval_gates(real_sett
     answer = ask(real_settings, local_model, "What is the boiling point of ethanol at sea level?",
                  min_dense_score=0.0)
     assert answer.abstained and answer.answer == CANNOT_ANSWER and answer.citations == []
-    assert answer.abstain_reason in ("model", "unsupported") and answer.sources
+    assert answer.abstain_reason in ("model", "unsupported", "off_question") and answer.sources
+    assert answer.answerable_odds < MIN_SURE_ODDS, answer.answerable_odds   # the model doubts
 
 
 @pytest.mark.real_model
@@ -177,3 +180,20 @@ def test_a_system_turn_read_in_one_process_is_loaded_in_the_next_with_the_same_r
         assert len(list(tmp_path.glob("prefix-*.state"))) == 2 and not list(tmp_path.glob(".prefix-*"))
     finally:
         fresh.close()
+
+
+@pytest.mark.real_model
+def test_reading_the_models_odds_leaves_its_reply_unchanged_and_tells_on_topic_from_off_topic(local_model):
+    """The odds are read from the prompt the completion then reuses: the reply is the same as without."""
+    from rag.answer import NO, YES
+
+    local_model._llama.reset()
+    expected = "".join(local_model.stream(PREFIX_MESSAGES, None, 30))
+    asked = [PREFIX_MESSAGES[0], {"role": "user", "content": PREFIX_MESSAGES[1]["content"]
+                                  + '\nReply with JSON: {"answerable": true or false}'}]
+    off_topic = [asked[0], {"role": "user", "content": asked[1]["content"].replace(
+        "how does GFPO cut length?", "what is the boiling point of ethanol?")}]
+    sure, doubtful = (local_model.odds(m, '{"answerable":', YES, NO) for m in (asked, off_topic))
+    assert sure > doubtful + 0.5, (sure, doubtful)
+    local_model.odds(PREFIX_MESSAGES, "GFPO", (" filters",), (" cuts",))
+    assert "".join(local_model.stream(PREFIX_MESSAGES, None, 30)) == expected

@@ -28,16 +28,24 @@ class ReplayModel:
         rows = read_answer_rows(run)
         self.model = f"replay of {run}"
         self._replies = {defuse(row["answer"]["query"]): reply_of(row["answer"]) for row in rows}
+        self._odds = {defuse(row["answer"]["query"]): row["answer"].get("answerable_odds") for row in rows}
 
     def stream(self, messages: list[dict], schema: dict | None, max_tokens: int):
         if tuple(m["role"] for m in messages) != REPLY_ROLES:
             yield "{}"   # a translation not in the translation cache: the English text is kept
             return
+        yield self._replies[self._query_in(messages)]
+
+    def odds(self, messages: list[dict], reply_start: str, yes, no) -> float | None:
+        """The model's odds that the sources answer, as the run recorded them (None: a run without them)."""
+        return self._odds[self._query_in(messages)]
+
+    def _query_in(self, messages: list[dict]) -> str:
         prompt = messages[-1]["content"]
         found = [query for query in self._replies if query in prompt]
         if not found:
             raise EvalError("a question is not in the replayed run: replay with that run's --split and --types")
-        yield self._replies[max(found, key=len)]
+        return max(found, key=len)
 
 
 def read_answer_rows(run: Path) -> list[dict]:
