@@ -24,7 +24,7 @@ ABSTAIN_REASONS = {
     "model": "The model found no answer in the retrieved papers.",
     "unsupported": "The model drafted an answer, but no sentence of it is backed by the papers "
                    "(the draft is shown struck out).",
-    "off_question": "The model's sentences are true of the papers found, but none answers the question.",
+    "off_question": "The papers found are near the question's topic, but none of them answers it.",
     "not_stated": "The papers found are on the topic, but their abstracts do not state what was asked.",
 }
 EMPTY_SOURCES = ('<div class="rag-sources-empty">Sources appear here: each cited paper with its '
