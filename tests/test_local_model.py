@@ -197,3 +197,15 @@ def test_reading_the_models_odds_leaves_its_reply_unchanged_and_tells_on_topic_f
     assert sure > doubtful + 0.5, (sure, doubtful)
     local_model.odds(PREFIX_MESSAGES, "GFPO", (" filters",), (" cuts",))
     assert "".join(local_model.stream(PREFIX_MESSAGES, None, 30)) == expected
+
+
+@pytest.mark.real_model
+def test_a_prompt_the_context_cannot_hold_is_a_clear_error(local_model):
+    from rag.answer import NO, YES
+    from rag.errors import UsageError
+
+    too_long = [PREFIX_MESSAGES[0], {"role": "user", "content": "grokking " * local_model._llama.n_ctx()}]
+    with pytest.raises(UsageError, match="raise RAG_N_CTX"):
+        local_model.odds(too_long, '{"answerable":', YES, NO)
+    with pytest.raises(UsageError, match="raise RAG_N_CTX"):
+        "".join(local_model.stream(too_long, None, 30))
