@@ -31,6 +31,8 @@ def test_alce_recall_and_precision():
     ("A 72-95 % reduction.", ["72–95%"], True),
     ("It is 4.2 times faster.", ["4.2×"], False),
     ("用户满意度提高了17.6%，共有201名评审。", ["201", "17.6%"], True),
+    ("数据集包含5,731条声明。", ["5,731"], True),   # a thousands separator before a CJK character
+    ("It lists 5,7310 items.", ["5,731"], False),
 ])
 def test_expected_strings_are_matched_after_normalising(answer, expected, found):
     assert contains_all(answer, expected) is found

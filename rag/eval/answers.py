@@ -156,7 +156,7 @@ def normalise(text: str) -> str:
     """Lower case, NFKC, one dash and one times sign, no thousands separators or LaTeX around numbers."""
     text = unicodedata.normalize("NFKC", text).lower()
     text = text.translate(str.maketrans({"×": "x", "–": "-", "—": "-", "−": "-", "$": None, "\\": None}))
-    text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)
+    text = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)   # not \b: a CJK character after it is a word character
     return re.sub(r"\s+", " ", re.sub(r"\s+%", "%", text)).strip()
 
 
