@@ -24,8 +24,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from rag.claims import (MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE, MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS,
-                        ONE_PAPER_FOR_ONE_QUESTION,
+from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE,
+                        MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS, ONE_PAPER_FOR_ONE_QUESTION,
                         asks_for_number, asks_for_several, counted_words, method_names, name_the_paper, near_the_best,
                         not_stated_claim, quoted_claim, words_after_numbers, written_names)
 from rag.corpus import Paper, paper_names
@@ -214,7 +214,7 @@ class Answerer:
         timings["prompt_tokens"] = sum(count_tokens(m["content"]) for m in messages)
         try:
             record.answerable_odds = self._answerable_odds(messages)
-            checker.model_sure = record.answerable_odds is None or record.answerable_odds >= MIN_SURE_ODDS
+            checker.odds = record.answerable_odds
             if not checker.any_source_on_topic():   # the model doubts, and no paper is close as a whole
                 record.abstain_reason = "off_question"
                 return self._finish(record, started)
@@ -449,7 +449,7 @@ class CitationChecker:
         self._counted = grounding.terms(counted_words(question))   # what 'how many' counts, stemmed
         self._near_best = {h.paper.paper_id for h in near_the_best([s.hit for s in sources], question)}
         self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not asks_for_several(question)
-        self.model_sure = True   # False: the model doubts that its sources answer (MIN_SURE_ODDS)
+        self.odds: float | None = None   # the model's log-odds that its sources answer; None: taken as sure
         self._answer_paper: int | None = None   # with _one_paper: the (old) number of the paper answered about
         self.invalid: list[str] = []
         self.draft: list[dict] = []          # each sentence as the model wrote it, with its source numbers
@@ -581,12 +581,19 @@ class CitationChecker:
     def _relevant(self, hit: Hit) -> bool:
         """Is the paper about the question: the paper model puts the whole abstract close to it (a question
         in everyday words is far from every single sentence), or one of its sentences is close to it, which
-        is enough only when the model is sure that its sources answer (claims.MIN_SURE_ODDS)?"""
+        is enough only as close as the model's doubt asks (`sentence_floor`)?"""
         if hit.paper_score is not None and hit.paper_score >= MIN_PAPER_RELEVANCE:
             return True   # known score first: no embedding
-        if hit.paper_score is not None and not self.model_sure:
-            return False
-        return self.ranked_sentences(hit.paper)[0][1] >= MIN_SOURCE_RELEVANCE
+        floor = self.sentence_floor() if hit.paper_score is not None else MIN_SOURCE_RELEVANCE
+        return floor is not None and self.ranked_sentences(hit.paper)[0][1] >= floor
+
+    def sentence_floor(self) -> float | None:
+        """How close one sentence of a paper must be to the question to put the paper on it: closer as
+        the model doubts more that its sources answer (claims.FIRM_ODDS, MIN_SURE_ODDS); None when no
+        single sentence is enough."""
+        if self.odds is None or self.odds >= FIRM_ODDS:
+            return MIN_SOURCE_RELEVANCE
+        return MIN_DOUBT_SOURCE_RELEVANCE if self.odds >= MIN_SURE_ODDS else None
 
     def _names_belong(self, names: set[str], cited: list[int]) -> bool:
         """Are the author names a sentence writes all names of the papers it cites?"""

@@ -12,7 +12,8 @@ Three rules that grounding.py's support check does not cover, each deterministic
   `SINGLE_PAPER_MARGIN` when the question does not ask for several papers: `asks_for_several`);
   when the model itself doubts that its sources answer (its log-odds for `"answerable": true`,
   read before it writes, below `MIN_SURE_ODDS`), one close sentence is not enough and the whole
-  abstract must be close: near-misses are answered with true sentences about a neighbouring paper
+  abstract must be close; when it is only half sure (below `FIRM_ODDS`), the close sentence must be
+  closer (`MIN_DOUBT_SOURCE_RELEVANCE`): near-misses are answered with true sentences about a neighbouring paper
   that shares a few words with the question, and the model's doubt and the abstract's distance
   single them out together, neither alone;
   a question that does not ask for several papers is answered about one paper, the one its
@@ -41,6 +42,8 @@ from rag.grounding import NUMBER
 MIN_SOURCE_RELEVANCE = 0.35  # cosine of question and the cited abstract's sentence closest to it (also quoted)
 MIN_PAPER_RELEVANCE = 0.30   # or the paper model's score of the whole abstract (Hit.paper_score), if that model is on
 MIN_SURE_ODDS = 2.5          # the model's log-odds that its sources answer; below, MIN_SOURCE_RELEVANCE alone is not enough
+FIRM_ODDS = 3.5              # below these odds (and at MIN_SURE_ODDS or above), the close sentence must be closer:
+MIN_DOUBT_SOURCE_RELEVANCE = 0.45   # this close
 MIN_QUOTE_PAPER_SCORE = 0.25 # a quote when no claim is left: the paper model's score of its abstract, at least
 SCORE_MARGIN = 0.16          # the cited paper's retrieval score at most this much below the best paper's
 SINGLE_PAPER_MARGIN = 0.10   # the same, for a question that does not ask for several papers

@@ -9,7 +9,7 @@ from conftest import SMALL_PAPERS, write_corpus
 from fakes import DoubtingModel, ScriptedModel, items, reply
 from rag.answer import (CANNOT_ANSWER, Answerer, ReplyParser, count_tokens, format_sources, split_inline_citations,
                         split_plain_reply)
-from rag.claims import asks_for_several, counted_words
+from rag.claims import FIRM_ODDS, MIN_SURE_ODDS, asks_for_several, counted_words
 from rag.errors import PromptError
 from rag.prompts import load_prompt, parse_json_reply
 from rag.retrieve import Retriever
@@ -384,6 +384,19 @@ def test_when_the_model_doubts_its_sources_the_whole_abstract_must_be_close(retr
     assert bool(model.history) is answered   # no paper to answer about: the model does not write
     if not answered:
         assert answer.abstain_reason == "off_question" and answer.citations == [] and answer.answer == CANNOT_ANSWER
+
+
+@pytest.mark.parametrize("odds, doubt_floor, answered", [
+    (3.0, 1.01, False),   # half sure: the closest sentence must be closer than when sure
+    (3.0, 0.0, True),
+    (FIRM_ODDS, 1.01, True),   # sure: the doubt floor does not apply
+    (MIN_SURE_ODDS - 0.1, 0.0, False),   # in doubt: no single sentence is enough
+])
+def test_a_half_sure_model_needs_a_closer_sentence(retriever, monkeypatch, odds, doubt_floor, answered):
+    with_paper_score(retriever, monkeypatch, 0.1)
+    monkeypatch.setattr("rag.answer.MIN_DOUBT_SOURCE_RELEVANCE", doubt_floor)
+    answer = ask(retriever, DoubtingModel(items((GROKKING, 1)), odds=odds), GROKKING_QUESTION)
+    assert answer.abstained is not answered
 
 
 def test_a_doubting_model_still_answers_about_the_paper_whose_author_the_question_names(retriever, monkeypatch):
