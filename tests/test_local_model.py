@@ -209,3 +209,16 @@ def test_a_prompt_the_context_cannot_hold_is_a_clear_error(local_model):
         local_model.odds(too_long, '{"answerable":', YES, NO)
     with pytest.raises(UsageError, match="raise RAG_N_CTX"):
         "".join(local_model.stream(too_long, None, 30))
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("question, kept", [
+    ("在评测多模态大模型具身智能体的基准中，表现最好的 GPT-4o 平均得分是多少？", "GPT-4o"),   # eval q129
+    ("基于机器学习的迭代组合拍卖方法 MLHCA 最多把效率损失降低了多少倍？", "MLHCA"),   # eval q134
+], ids=["average-score", "how-many-times"])
+def test_a_translated_question_stays_a_question_and_is_not_answered(tmp_path, local_model, question, kept):
+    """A 1.5B model asked to translate "how much …?" tends to answer it with a made-up number."""
+    from rag.translate import Translator
+
+    english = Translator(Settings(derived_cache_dir=tmp_path), local_model).to_english(question)
+    assert english.rstrip().endswith("?") and kept in english, english
