@@ -516,7 +516,9 @@ class CitationChecker:
         if CANNOT_ANSWER.rstrip(".") in text:
             return Sentence(text, [], False)
         if self._wants_number and cited and all(numbers(text) - numbers(s.text) for s in self.sources.values()):
-            return self._not_stated(cited)   # a number asked for, and one that no source states
+            # a number asked for, and one that no source states: the source's sentence that gives a number
+            # of what 'how many' counts, if it has one; any other number could be of something else
+            return (self._quote(cited) if self._counted else None) or self._not_stated(cited)
         if not self.grounding.adds_to(text, self.question, ignore=self._label_terms) and not self._gives_number(text):
             return self._quote(cited) or Sentence(text, cited, False)   # it restates the question
         vector = self.grounding.embed(text)

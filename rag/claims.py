@@ -62,6 +62,7 @@ _NUMBER_QUESTION = re.compile(
 _TOKEN = re.compile(r"[\w'-]+")
 _FUNCTION_WORD = re.compile(r"\b(?:of|in|on|at|for|to|by|with|from|per|the|an?|that|which|who|is|are|was|were|"
                             r"do|does|did|has|have|had|can|could|will|would)\b", re.IGNORECASE)
+_RATIO_WORDS = {"times", "fold"}   # 'how many times (faster)' asks for a ratio, not a count of times
 _COUNTED = re.compile(r"\bhow many\s+([\w'-]+(?:\s+[\w'-]+){0,2})", re.IGNORECASE)
 _PAPERS = r"(?:papers|studies|articles|publications)"
 _APPROACHES = r"(?:works|approaches|methods|techniques|ways|lines of (?:work|research)|authors|groups|teams)"
@@ -109,12 +110,13 @@ def asks_for_number(question: str) -> bool:
 
 def counted_words(question: str) -> str:
     """The words that say what a 'how many' question counts, up to the first function word
-    ('how many hours of audio' -> 'hours'); '' for any other question, and for one that asks for
-    several quantities (each claim answers one of them)."""
+    ('how many hours of audio' -> 'hours'); '' for any other question, for 'how many times', and for
+    one that asks for several quantities (each claim answers one of them)."""
     if len(_NUMBER_QUESTION.findall(question)) > 1:
         return ""
     found = _COUNTED.search(question)
-    return _FUNCTION_WORD.split(found[1], maxsplit=1)[0].strip() if found else ""
+    counted = _FUNCTION_WORD.split(found[1], maxsplit=1)[0].strip() if found else ""
+    return "" if counted.split(" ")[0].lower() in _RATIO_WORDS else counted   # '10×', 'a factor of 10', 'tenfold'
 
 
 def words_after_numbers(text: str, span: int = 3) -> list[str]:

@@ -127,6 +127,17 @@ def test_a_count_of_something_else_is_not_the_count_asked_for(run):
     assert answer.abstain_reason == "not_stated" and "40" not in answer.answer
 
 
+def test_a_wrong_count_gives_way_to_the_sources_sentence_that_gives_the_count(tmp_path):
+    survey = (None, "Grace Hopper", "We present a compiler that turns English-like statements into machine code. "
+              "In a field study, 300 programmers at 12 companies used it for a year.")
+    corpus = write_corpus(tmp_path / "c.txt", [SMALL_PAPERS[0], survey])
+    with Retriever(Settings.from_env(corpus=corpus, prompt_papers="all")) as opened:
+        answer = ask(opened, ScriptedModel(reply(("The compiler was used by 250 programmers.", [1]))),
+                     "How many programmers used the compiler?")
+    assert [s.kind for s in answer.sentences] == ["quote"] and labels(answer) == ["Hopper"]
+    assert "300 programmers" in answer.answer and "250" not in answer.answer
+
+
 def test_a_question_for_a_number_is_not_answered_by_a_quote_without_one(run):
     restated = "The compiler turns English-like statements into machine code."
     answer = run(lambda n: items((restated, n["Hopper"])),
@@ -151,6 +162,7 @@ def test_a_restated_number_question_quotes_the_closest_sentence_that_states_a_nu
     ("How many hours of audio was it trained on?", "hours"), ("What learning rate was used?", ""),
     ("How many hand-labelled examples were made?", "hand-labelled examples"), ("How many of them work?", ""),
     ("How much time does it save, and how many programmers used it?", ""),   # each claim answers one of them
+    ("How many times can it cut the loss?", ""),   # a ratio: '10×' or 'a factor of 10' answers it
 ])
 def test_counted_words(question, counted):
     assert counted_words(question) == counted
