@@ -13,9 +13,9 @@ Three rules that grounding.py's support check does not cover, each deterministic
   when the model itself doubts that its sources answer (its log-odds for `"answerable": true`,
   read before it writes, below `MIN_SURE_ODDS`), one close sentence is not enough and the whole
   abstract must be close; when it is only half sure (below `FIRM_ODDS`), the close sentence must be
-  closer (`MIN_DOUBT_SOURCE_RELEVANCE`): near-misses are answered with true sentences about a neighbouring paper
-  that shares a few words with the question, and the model's doubt and the abstract's distance
-  single them out together, neither alone;
+  closer (`MIN_DOUBT_SOURCE_RELEVANCE`): near-misses are answered with true sentences about a
+  neighbouring paper that shares a few words with the question, and the model's doubt and the
+  abstract's distance single them out together, neither alone;
   a question that does not ask for several papers is answered about one paper, the one its
   first shown sentence cites (`ONE_PAPER_FOR_ONE_QUESTION`);
   and a question that asks for a number is not answered by a sentence without one (`asks_for_number`),
