@@ -744,11 +744,16 @@ def _last_sentence_end(text: str) -> int:
 
 
 def trim_cut_text(text: str) -> str:
-    """A sentence text the schema cut at MAX_SENTENCE_CHARS loses its unfinished last sentence."""
+    """A sentence text the schema cut at MAX_SENTENCE_CHARS loses its unfinished last sentence; a single
+    sentence that was cut loses its last word too, which may be cut short or glued to the word before
+    it (at the limit, the grammar allows " plane" only as "plane": "coloring theplane")."""
     if len(text) < MAX_SENTENCE_CHARS:
         return text
     end = _last_sentence_end(text)
-    return text[:end] if end else text.rstrip() + "…"
+    if end:
+        return text[:end]
+    words = text.split()
+    return " ".join(words[:-1] if len(words) > 1 else words).rstrip(",;:") + "…"
 
 
 def _decode_partial(raw: str) -> str:

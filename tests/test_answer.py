@@ -630,6 +630,16 @@ def test_a_cut_text_is_not_cut_after_et_al():
     assert trim_cut_text(text) == "Wang et al. show that pruning the last layers keeps accuracy."
 
 
+def test_a_cut_single_sentence_loses_its_last_word_which_may_be_glued_or_cut_short():
+    from rag.answer import MAX_SENTENCE_CHARS, trim_cut_text
+
+    end = " concerned with coloring theplane"
+    text = "Mundinger et al. study a problem of discrete geometry and extremal combinatorics"
+    text += " and more" * ((MAX_SENTENCE_CHARS - len(text) - len(end)) // len(" and more") + 1) + end
+    assert len(text) >= MAX_SENTENCE_CHARS
+    assert trim_cut_text(text) == text[:-len(" theplane")] + "…"
+
+
 def test_sentence_context_gives_the_sentences_most_like_the_question_within_budget(retriever, tmp_path,
                                                                                     monkeypatch):
     settings = retriever.settings.with_overrides(context_unit="sentence", context_tokens=40,
