@@ -136,7 +136,7 @@ class Settings:
                                     "question names (full name, or surname et al.).", "RAG_AUTHOR_WEIGHT")
     category_weight: float = _setting(DEFAULT_CATEGORY_WEIGHT, "Score added to papers in a category the "
                                       "question names ('Area · Subarea').", "RAG_CATEGORY_WEIGHT")
-    translate: str = _setting("auto", "auto: questions in another script (Chinese, Russian, ...) are "
+    translate: str = _setting("auto", "auto: questions in another language (Chinese, Russian, French, ...) are "
                               "translated into English by the LLM for search, and answers back; off: never.",
                               "RAG_TRANSLATE")
     embed_runtime: str = _setting("onnx", "What runs the embedding models: onnx (ONNX Runtime, exported from the "

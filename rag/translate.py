@@ -1,11 +1,13 @@
-"""Questions in other scripts are searched and answered in English, and answered back in their language.
+"""Questions in other languages are searched and answered in English, and answered back in their language.
 
 The embedding model and BM25 know English; the LLM knows many languages. So a question
-written mostly in Chinese, Japanese, Korean, Cyrillic, Greek or Arabic script is
-translated into English with the configured LLM before retrieval, the answer is
-generated and checked in English against the English abstracts, and its checked
-sentences are translated back (citations stay on their sentences). Translations are
-cached on disk by question, model and prompt, so a repeated question costs nothing.
+written mostly in Chinese, Japanese, Korean, Cyrillic, Greek or Arabic script, or in a
+Latin-script language other than English (French, German, Spanish, …: told by langdetect,
+asked only of a question with almost no English function words), is translated into
+English with the configured LLM before retrieval, the answer is generated and checked in
+English against the English abstracts, and its checked sentences are translated back
+(citations stay on their sentences). Translations are cached on disk by question, model
+and prompt, so a repeated question costs nothing.
 """
 
 import re
@@ -18,14 +20,27 @@ from rag.prompts import load_prompt, parse_json_reply, prompt_hashes
 SCRIPTS = (("Japanese", r"[\u3040-\u30ff]"), ("Korean", r"[\uac00-\ud7af]"),
            ("Chinese", r"[\u3400-\u4dbf\u4e00-\u9fff]"), ("Russian", r"[\u0400-\u04ff]"),
            ("Greek", r"[\u0370-\u03ff]"), ("Arabic", r"[\u0600-\u06ff]"))
+_LETTERS = re.compile(r"[^\W\d_]+")
 MIN_SCRIPT_SHARE = 0.3     # of the question's letters
+LATIN_LANGUAGES = {"fr": "French", "de": "German", "es": "Spanish", "it": "Italian", "pt": "Portuguese",
+                   "nl": "Dutch", "ca": "Catalan", "pl": "Polish", "cs": "Czech", "sv": "Swedish", "da": "Danish",
+                   "no": "Norwegian", "fi": "Finnish", "ro": "Romanian", "hu": "Hungarian", "tr": "Turkish",
+                   "vi": "Vietnamese", "id": "Indonesian"}   # langdetect's codes of languages in Latin script
+ENGLISH_WORDS = frozenset("""
+a an the of in on to for with by from as at into about than and or is are was were be been it its do does did
+what which how who whom whose why when where there that this these those any can could should would will has have had
+""".split())
+MIN_LATIN_WORDS = 3          # a shorter question (a term, a name) is taken as English
+MAX_ENGLISH_SHARE = 0.13     # of its words ENGLISH_WORDS: at or above, English (every eval question is; the
+                             # fewest, 0.143: "Which Theory · Learning Theory papers analyze transformers?")
+MIN_LANGUAGE_ODDS = 0.9      # langdetect's probability of the language it names, at least
 QUESTION_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["english"],
                    "properties": {"english": {"type": "string"}}}
 MAX_TOKENS = 256
 
 
 def question_language(text: str) -> str | None:
-    """The language to answer in when the question is not in a Latin script, else None."""
+    """The language to answer in when the question is not in English, else None."""
     letters = sum(ch.isalpha() for ch in text)
     for language, pattern in SCRIPTS:
         found = len(re.findall(pattern, text))
@@ -33,7 +48,26 @@ def question_language(text: str) -> str | None:
             return language   # kana appear only in Japanese, even among Han characters
         if letters and found / letters >= MIN_SCRIPT_SHARE:
             return language
-    return None
+    return latin_language(text)
+
+
+def latin_language(text: str) -> str | None:
+    """The Latin-script language other than English that the text is written in, or None. English
+    questions nearly always hold function words ("what", "which", "the"), so only a text of a few
+    words with (almost) none of them is given to langdetect, whose guess on a question full of names
+    and terms can be wrong ("What did Lilian Weng and Adam Tauman Kalai measure?": Indonesian)."""
+    words = [w.lower() for w in _LETTERS.findall(text)]
+    if len(words) < MIN_LATIN_WORDS or sum(w in ENGLISH_WORDS for w in words) >= MAX_ENGLISH_SHARE * len(words):
+        return None
+    from langdetect import DetectorFactory, detect_langs
+    from langdetect.lang_detect_exception import LangDetectException
+
+    DetectorFactory.seed = 0   # langdetect samples: seeded, the same text always gets the same answer
+    try:
+        best = detect_langs(text)[0]
+    except LangDetectException:
+        return None   # no letters it knows
+    return LATIN_LANGUAGES.get(best.lang) if best.prob >= MIN_LANGUAGE_ODDS else None
 
 
 class Translator:

@@ -55,9 +55,30 @@ def test_category_key():
     ("Какие статьи изучают гроккинг?", "Russian"),
     ("Which papers study grokking?", None),
     ("What does the 论文 say about GFPO and reasoning length in long answers?", None),
+    ("Quels articles étudient la réduction de la longueur du raisonnement des modèles de langage ?", "French"),
+    ("Welche Arbeiten untersuchen das Zusammenführen von feinabgestimmten Modellen?", "German"),
+    ("Was hat Max Tegmark über das Löschen von Schichten herausgefunden?", "German"),
+    ("¿Qué artículos proponen puntos de referencia para agentes?", "Spanish"),
+    ("Quali articoli studiano il grokking nei transformer?", "Italian"),
+    ("Welke artikelen gaan over het samenvoegen van modellen?", "Dutch"),
+    ("What did Lilian Weng and Adam Tauman Kalai measure?", None),   # langdetect alone: Indonesian
+    ("Lilian Weng Adam Kalai chatbot fairness results?", None),
+    ("grokking", None),
+    ("GFPO length reduction RL", None),
 ])
 def test_question_language(text, language):
     assert question_language(text) == language
+
+
+def test_no_english_eval_question_is_taken_for_another_language():
+    from rag.eval.questions import default_question_sets, eval_dir
+
+    files = list(default_question_sets().values()) + [eval_dir() / "nearmiss.jsonl"]
+    rows = [json.loads(line) for path in files for line in path.read_text(encoding="utf-8").splitlines() if line]
+    english = [row["question"] for row in rows if row.get("lang", "en") == "en"]
+    assert len(english) > 250
+    assert [q for q in english if question_language(q)] == []
+    assert {question_language(row["question"]) for row in rows if row.get("lang", "en") == "zh"} == {"Chinese"}
 
 
 def test_translation_is_cached_and_falls_back(tmp_path):
