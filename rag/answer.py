@@ -43,6 +43,7 @@ from rag.translate import Translator, question_language
 CANNOT_ANSWER = "The provided papers do not answer this question."
 LIST_LEAD = "{count} of the papers answer this:"
 MAX_CITATIONS_PER_SENTENCE = 3
+_STRAIGHT_QUOTED = re.compile(r'"([^"\n]*)"')
 MAX_SENTENCE_CHARS = 280   # one claim per sentence, so each is checked on its own
 ANSWER_SCHEMA_VERSION = 1
 REPLY_START = '{"answerable":'   # where the schema's reply says whether the sources answer
@@ -417,11 +418,18 @@ def _join_runs(passages: list[tuple[int, str, list[float]]]) -> list[str]:
     return pieces
 
 
+def typographic_quotes(text: str) -> str:
+    """Straight double quotes as typographic ones. A claim copies the source's words into a JSON string,
+    where a straight quote is the string's end to the grammar: 'an example of "emergence"' became the
+    claim 'It is often taken as an example of'."""
+    return _STRAIGHT_QUOTED.sub(r"“\1”", text).replace('"', "”")
+
+
 def format_sources(sources: list[Source]) -> str:
     """Numbered, delimited source blocks; in the label and the text, whatever reads as a tag is defused."""
     blocks = []
     for source in sources:
-        label, text = defuse(source.hit.paper.label), defuse(source.text)
+        label, text = defuse(source.hit.paper.label), typographic_quotes(defuse(source.text))
         blocks.append(f'<source id="{source.n}">\nPaper: {label}\n{text}\n</source>')
     return "\n\n".join(blocks)
 

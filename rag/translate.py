@@ -3,7 +3,7 @@
 The embedding model and BM25 know English; the LLM knows many languages. So a question
 written mostly in Chinese, Japanese, Korean, Cyrillic, Greek or Arabic script, or in a
 Latin-script language other than English (French, German, Spanish, …: told by langdetect,
-asked only of a question with almost no English function words), is translated into
+asked only of a question with none of the English function words in ENGLISH_WORDS), is translated into
 English with the configured LLM before retrieval, the answer is generated and checked in
 English against the English abstracts, and its checked sentences are translated back
 (citations stay on their sentences). Translations are cached on disk by question, model
@@ -27,12 +27,10 @@ LATIN_LANGUAGES = {"fr": "French", "de": "German", "es": "Spanish", "it": "Itali
                    "no": "Norwegian", "fi": "Finnish", "ro": "Romanian", "hu": "Hungarian", "tr": "Turkish",
                    "vi": "Vietnamese", "id": "Indonesian"}   # langdetect's codes of languages in Latin script
 ENGLISH_WORDS = frozenset("""
-a an the of in on to for with by from as at into about than and or is are was were be been it its do does did
-what which how who whom whose why when where there that this these those any can could should would will has have had
-""".split())
+the and or for with from into about than by are were been does did what which how who whom whose why when where
+there that this these those any can could should would will have had its their they them not but without
+""".split())   # English function words that are not also common words of French, German, Spanish, Dutch, …
 MIN_LATIN_WORDS = 3          # a shorter question (a term, a name) is taken as English
-MAX_ENGLISH_SHARE = 0.13     # of its words ENGLISH_WORDS: at or above, English (every eval question is; the
-                             # fewest, 0.143: "Which Theory · Learning Theory papers analyze transformers?")
 MIN_LANGUAGE_ODDS = 0.9      # langdetect's probability of the language it names, at least
 QUESTION_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["english"],
                    "properties": {"english": {"type": "string"}}}
@@ -54,10 +52,10 @@ def question_language(text: str) -> str | None:
 def latin_language(text: str) -> str | None:
     """The Latin-script language other than English that the text is written in, or None. English
     questions nearly always hold function words ("what", "which", "the"), so only a text of a few
-    words with (almost) none of them is given to langdetect, whose guess on a question full of names
+    words with none of them is given to langdetect, whose guess on a question full of names
     and terms can be wrong ("What did Lilian Weng and Adam Tauman Kalai measure?": Indonesian)."""
     words = [w.lower() for w in _LETTERS.findall(text)]
-    if len(words) < MIN_LATIN_WORDS or sum(w in ENGLISH_WORDS for w in words) >= MAX_ENGLISH_SHARE * len(words):
+    if len(words) < MIN_LATIN_WORDS or any(w in ENGLISH_WORDS for w in words):
         return None
     from langdetect import DetectorFactory, detect_langs
     from langdetect.lang_detect_exception import LangDetectException

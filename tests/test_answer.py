@@ -212,6 +212,14 @@ def test_source_text_cannot_close_its_delimiter(retriever):
     assert text.count("</source>") == 1 and text.count("<source id=") == 1   # the fake tags lost their brackets
 
 
+def test_source_text_quotes_cannot_end_a_claim(retriever):
+    hits = retriever.search("grokking", k=1).hits
+    from rag.answer import Source
+    text = format_sources([Source(1, hits[0], ['It is an example of "emergence", where "ability" jumps. A "'], [[0.0]])])
+    assert 'an example of “emergence”, where “ability” jumps. A ”' in text
+    assert text.count('"') == 2   # only the tag's own: <source id="1">
+
+
 def test_answer_json_contract(run):
     data = run(lambda n: reply((GROKKING, [n["Lovelace and Babbage"]]))).to_json()
     assert set(data) >= {"question", "answer", "abstained", "citations", "sentences", "sources", "draft",

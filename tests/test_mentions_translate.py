@@ -61,6 +61,7 @@ def test_category_key():
     ("¿Qué artículos proponen puntos de referencia para agentes?", "Spanish"),
     ("Quali articoli studiano il grokking nei transformer?", "Italian"),
     ("Welke artikelen gaan over het samenvoegen van modellen?", "Dutch"),
+    ("Worum geht es in der Arbeit, an der Yejin Choi mitgeschrieben hat?", "German"),   # "in", "an": German too
     ("What did Lilian Weng and Adam Tauman Kalai measure?", None),   # langdetect alone: Indonesian
     ("Lilian Weng Adam Kalai chatbot fairness results?", None),
     ("grokking", None),
@@ -79,6 +80,15 @@ def test_no_english_eval_question_is_taken_for_another_language():
     assert len(english) > 250
     assert [q for q in english if question_language(q)] == []
     assert {question_language(row["question"]) for row in rows if row.get("lang", "en") == "zh"} == {"Chinese"}
+
+
+def test_every_question_of_the_languages_set_is_told_from_english():
+    from rag.eval.questions import eval_dir
+
+    rows = [json.loads(line) for line in (eval_dir() / "languages.jsonl").read_text(encoding="utf-8").splitlines()]
+    names = {"fr": "French", "de": "German", "es": "Spanish", "it": "Italian", "pt": "Portuguese", "nl": "Dutch"}
+    found = {row["id"]: question_language(row["question"]) for row in rows}
+    assert found == {row["id"]: names[row["lang"]] for row in rows}
 
 
 def test_translation_is_cached_and_falls_back(tmp_path):
