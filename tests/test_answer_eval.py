@@ -66,6 +66,19 @@ def test_scoring_one_answer():
     assert outcome["valid_citations"] == outcome["citations"] == 2 and outcome["alce_recall_grounding"] == 1.0
 
 
+def test_a_translated_answer_is_judged_by_its_english_sentences():
+    class English:
+        name = "grounding"
+
+        def supports(self, text, papers):
+            return text.isascii()
+
+    rec = record("GFPO réduit la longueur [1].", (("GFPO réduit la longueur", [1]),))
+    rec["sentences"][0]["english"] = "GFPO cuts the length"
+    assert score_answer(Question("q1", "paraphrase", "?", ("p1",), True), rec, [English()]) \
+        ["outcome"]["alce_recall_grounding"] == 1.0
+
+
 def test_a_citation_that_maps_to_no_given_source_is_invalid():
     q = Question("q1", "paraphrase", "?", ("p1",), True)
     outcome = score(q, record("A [1]. B [2].", (("A", [1]), ("B", [2])), cited=("p1", "p9")))["outcome"]

@@ -105,8 +105,9 @@ def score_answer(question: Question, record: dict, judges) -> dict:
     }
     outcome["correct"] = is_correct(question, answered, hits, outcome["expected_found"])
     if answered:
-        sentences = [(s["text"], [paper_of[n] for n in s["citations"] if n in paper_of])
+        sentences = [(s.get("english") or s["text"], [paper_of[n] for n in s["citations"] if n in paper_of])
                      for s in record["sentences"] if s.get("kind") != "not_stated"]  # says what is absent
+        # a translated answer is judged by the English sentences that were checked against the abstracts
         for judge in judges:
             scores = alce_scores(sentences, judge.supports)
             outcome[f"alce_recall_{judge.name}"] = scores["recall"]
