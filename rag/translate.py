@@ -3,11 +3,11 @@
 The embedding model and BM25 know English; the LLM knows many languages. So a question
 written mostly in Chinese, Japanese, Korean, Cyrillic, Greek or Arabic script, or in a
 Latin-script language other than English (French, German, Spanish, …: told by langdetect,
-asked only of a question with none of the English function words in ENGLISH_WORDS), is translated into
-English with the configured LLM before retrieval, the answer is generated and checked in
-English against the English abstracts, and its checked sentences are translated back
-(citations stay on their sentences). Translations are cached on disk by question, model
-and prompt, so a repeated question costs nothing.
+asked only of a question without any of the English function words of ENGLISH_WORDS), is
+translated into English with the configured LLM before retrieval, the answer is generated
+and checked in English against the English abstracts, and its checked sentences are
+translated back (citations stay on their sentences). Translations are cached on disk by
+question, model and prompt, so a repeated question costs nothing.
 """
 
 import re
