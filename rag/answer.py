@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 
 from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE,
                         MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS, ONE_PAPER_FOR_ONE_QUESTION,
-                        asks_for_number, asks_for_several, counted_words, method_names, name_the_paper, near_the_best,
-                        not_stated_claim, quoted_claim, words_after_numbers, written_names)
+                        asks_for_link, asks_for_number, asks_for_several, counted_words, method_names, name_the_paper,
+                        near_the_best, not_stated_claim, points_to_link, quote_order, quoted_claim,
+                        words_after_numbers, written_names)
 from rag.corpus import Paper, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import embed_texts
@@ -200,7 +201,8 @@ class Answerer:
             return self._finish(record, started)
         sources = self.build_sources(self.papers_to_read(given, found.query), found.query_embedding)
         checker = CitationChecker(sources, self.grounding, found.query,
-                                  self._ranked_sentences(found.query_embedding), self.retriever.mention_index)
+                                  self._ranked_sentences(found.query, found.query_embedding),
+                                  self.retriever.mention_index)
         if not checker.any_source_on_topic():
             record.abstain_reason = "retrieval"   # no claim about these papers could be shown as an answer
             return self._finish(record, started)
@@ -352,16 +354,18 @@ class Answerer:
                 passages.append((rank, number, text, embedding))
         return passages
 
-    def _ranked_sentences(self, query_embedding):
-        """A function: paper -> its abstract's (sentence, cosine to the question) pairs, closest first,
-        computed once per paper."""
+    def _ranked_sentences(self, question: str, query_embedding):
+        """A function: paper -> its abstract's (sentence, cosine to the question) pairs, best quote first
+        (claims.quote_order), computed once per paper."""
         found: dict[str, list[tuple[str, float]]] = {}
+        question_terms = self.grounding.terms(question)
 
         def ranked(paper: Paper) -> list[tuple[str, float]]:
             if paper.paper_id not in found:
                 sentences = list(screen(paper.text).kept) or [screen(paper.text).text]
                 similarities = [cosine(query_embedding, v) for v in self._sentence_vectors(sentences)]
-                found[paper.paper_id] = sorted(zip(sentences, similarities), key=lambda pair: -pair[1])
+                order = quote_order(similarities, [self.grounding.terms(s) for s in sentences], question_terms)
+                found[paper.paper_id] = [(sentences[i], similarities[i]) for i in order]
             return found[paper.paper_id]
         return ranked
 
@@ -454,6 +458,7 @@ class CitationChecker:
         self._methods = self._asked_methods.union(*methods.values())   # method names that point to a paper
         self._label_terms = {t for s in sources for t in grounding.terms(s.hit.paper.label)}
         self._wants_number = asks_for_number(question)
+        self._wants_link = asks_for_link(question)
         self._counted = grounding.terms(counted_words(question))   # what 'how many' counts, stemmed
         self._near_best = {h.paper.paper_id for h in near_the_best([s.hit for s in sources], question)}
         self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not asks_for_several(question)
@@ -523,6 +528,8 @@ class CitationChecker:
         """The checked sentence, with the (old) numbers of the sources it cites."""
         if CANNOT_ANSWER.rstrip(".") in text:
             return Sentence(text, [], False)
+        if points_to_link(text) and not self._wants_link:   # where the code is does not answer the question
+            return Sentence(text, cited, False, kind="off_question")
         if self._wants_number and cited and all(numbers(text) - numbers(s.text) for s in self.sources.values()):
             # a number asked for, and one that no source states: the source's sentence that gives a number
             # of what 'how many' counts, if it has one; any other number could be of something else
@@ -595,7 +602,7 @@ class CitationChecker:
         if hit.paper_score is not None and hit.paper_score >= MIN_PAPER_RELEVANCE:
             return True   # known score first: no embedding
         floor = self.sentence_floor() if hit.paper_score is not None else MIN_SOURCE_RELEVANCE
-        return floor is not None and self.ranked_sentences(hit.paper)[0][1] >= floor
+        return floor is not None and max(similarity for _, similarity in self.ranked_sentences(hit.paper)) >= floor
 
     def sentence_floor(self) -> float | None:
         """How close one sentence of a paper must be to the question to put the paper on it: closer as
@@ -610,9 +617,10 @@ class CitationChecker:
         return names <= set().union(*(self._names[n] for n in cited)) if cited else not names
 
     def _quote(self, cited: list[int]) -> Sentence | None:
-        """The first cited source's sentence closest to the question, quoted, when the paper is on the
-        question; for a question that asks for a number, its closest sentence that states one (and is
-        as close as MIN_SOURCE_RELEVANCE), else that the abstract does not state it."""
+        """The first cited source's best quote (claims.quote_order; not a sentence that points to code
+        unless asked), when the paper is on the question; for a question that asks for a number, its best
+        sentence that states one (and is as close as MIN_SOURCE_RELEVANCE), else that the abstract does
+        not state it."""
         if not cited or self.ranked_sentences is None or not self._on_topic(cited[:1]):
             return None
         if self._asked_methods and not self._asked_methods & self._names[cited[0]]:
@@ -621,7 +629,10 @@ class CitationChecker:
                for s in self.sentences):
             return None   # the paper already has a checked sentence: quoting it again adds nothing
         paper = self.sources[cited[0]].hit.paper
-        ranked = self.ranked_sentences(paper)
+        ranked = [(text, similarity) for text, similarity in self.ranked_sentences(paper)
+                  if self._wants_link or not points_to_link(text)]
+        if not ranked:
+            return None
         if self._wants_number:
             ranked = [(text, similarity) for text, similarity in ranked
                       if similarity >= MIN_SOURCE_RELEVANCE and self._states_number(text)]

@@ -28,13 +28,20 @@ Three rules that grounding.py's support check does not cover, each deterministic
   question that asks for a number, its closest sentence that states one (a claim on the topic
   without the number gives way to it too), and when the question asks for a number the source
   does not hold, or the model gives one its source does not hold, the answer says that the
-  source does not state it (`not_stated_claim`) instead of guessing.
+  source does not state it (`not_stated_claim`) instead of guessing; a quote is the sentence
+  closest by meaning and by the question's words that few of the abstract's sentences share
+  (`quote_order`: "Does rStar-Math distill from a bigger model?" is answered by the sentence
+  that says "without distillation", not by one of the others that name rStar-Math);
+- a sentence that points to code or data ("Our code is available at https://…") answers only a
+  question that asks for them (`points_to_link`, `asks_for_link`).
 A shown claim that speaks of its paper without naming it ("The paper shows", "We propose") is
 named (`name_the_paper`).
 The floors were chosen on the tune parts of eval/ (eval/README.md).
 """
 
+import math
 import re
+from collections import Counter
 
 from rag.corpus import fold, name_tokens
 from rag.grounding import NUMBER
@@ -48,6 +55,7 @@ MIN_QUOTE_PAPER_SCORE = 0.25 # a quote when no claim is left: the paper model's 
 SCORE_MARGIN = 0.16          # the cited paper's retrieval score at most this much below the best paper's
 SINGLE_PAPER_MARGIN = 0.10   # the same, for a question that does not ask for several papers
 ONE_PAPER_FOR_ONE_QUESTION = True   # such a question's answer keeps to the paper of its first shown sentence
+QUOTE_WORD_WEIGHT = 0.3     # a quote's rank: cosine to the question + this x its share of the question's words
 MAX_QUOTE_CHARS = 320        # a longer abstract sentence is cut at a word boundary, with "…"
 
 _CAPITAL_WORD = r"[A-Z][\w'’-]+"
@@ -81,6 +89,12 @@ _SEVERAL = re.compile(   # the plural must be what is asked about: "which papers
 _UNNAMED_SUBJECT = re.compile(r"(?:the|this) (?P<kind>paper|work|study|article)\b|(?:in this (?:paper|work),? )?we\b"
                               r"|the authors\b", re.IGNORECASE)
 _METHOD = re.compile(r"\b[A-Za-z]*[A-Z][a-z0-9]*[A-Z][A-Za-z0-9]*\b")
+_LINK = re.compile(r"https?://|www\.|\bgithub\b|\b(?:code|codes|data|dataset|datasets|models?|implementation)\b"
+                   r"(?:[\s,]+\w+){0,4}\s+(?:is|are)\s+(?:\w+\s+)?(?:available|released|open[- ]sourced?)\b",
+                   re.IGNORECASE)
+_LINK_QUESTION = re.compile(r"\b(?:code|codes|github|repo|repository|url|website|web ?page|project page|homepage|"
+                            r"download|open[- ]?source[ds]?|implementation|released?|link to|where can i (?:find|get))\b",
+                            re.IGNORECASE)
 _PAIR = re.compile(rf"\b({_CAPITAL_WORD})\s+(?:and|&)\s+({_CAPITAL_WORD})\b")
 
 
@@ -140,6 +154,30 @@ def near_the_best(hits: list, question: str) -> list:
     category) and those scored at most `score_margin` below the best hit; the best hit is always one."""
     best, margin = max((h.score for h in hits), default=0.0), score_margin(question)
     return [h for h in hits if h.named or h.score >= best - margin]
+
+
+def points_to_link(text: str) -> bool:
+    """Does the sentence say where code, data or a project page is ('Code is available at https://…')?"""
+    return bool(_LINK.search(text))
+
+
+def asks_for_link(question: str) -> bool:
+    """Does the question ask for code, data or a link ('Where can I find the code of GFPO?')?"""
+    return bool(_LINK_QUESTION.search(question))
+
+
+def quote_order(similarities: list[float], sentence_terms: list[set[str]], question_terms: set[str]) -> list[int]:
+    """The abstract's sentences (their indices), best quote first: cosine to the question plus
+    QUOTE_WORD_WEIGHT x the share of the question's words the sentence holds, each word weighed by how
+    few of the abstract's sentences hold it (a method name in every sentence weighs little; a word in
+    none weighs most, so a question in other words still has the cosine to go by)."""
+    held = Counter(t for terms in sentence_terms for t in terms)
+    count = len(sentence_terms)
+    weight = {t: math.log(1 + count / held.get(t, 0.5)) for t in question_terms}
+    total = sum(weight.values()) or 1.0
+    score = [similarity + QUOTE_WORD_WEIGHT * sum(weight[t] for t in terms & question_terms) / total
+             for similarity, terms in zip(similarities, sentence_terms)]
+    return sorted(range(count), key=lambda i: -score[i])
 
 
 def quoted_claim(label: str, sentence: str) -> str:

@@ -9,7 +9,8 @@ from conftest import SMALL_PAPERS, write_corpus
 from fakes import DoubtingModel, ScriptedModel, items, reply
 from rag.answer import (CANNOT_ANSWER, Answerer, ReplyParser, count_tokens, format_sources, split_inline_citations,
                         split_plain_reply)
-from rag.claims import FIRM_ODDS, MIN_SURE_ODDS, asks_for_several, counted_words
+from rag.claims import (FIRM_ODDS, MIN_SURE_ODDS, asks_for_link, asks_for_several, counted_words, points_to_link,
+                        quote_order)
 from rag.errors import PromptError
 from rag.prompts import load_prompt, parse_json_reply
 from rag.retrieve import Retriever
@@ -143,6 +144,52 @@ def test_a_question_for_a_number_is_not_answered_by_a_quote_without_one(run):
     answer = run(lambda n: items((restated, n["Hopper"])),
                  question="How many English-like statements does the compiler turn into machine code?")
     assert [s.kind for s in answer.sentences] == ["not_stated"] and answer.abstain_reason == "not_stated"
+
+
+CODE_LINK = "Our code is available at https://github.com/hopper/compiler."
+
+
+@pytest.mark.parametrize("question, link_shown", [
+    ("What does the compiler of these papers do?", False),
+    ("Where can I find the code of the compiler?", True),
+])
+def test_a_sentence_that_points_to_code_answers_only_a_question_that_asks_for_it(tmp_path, question, link_shown):
+    papers = [SMALL_PAPERS[0], (None, "Grace Hopper", f"{SMALL_PAPERS[1][2]} {CODE_LINK}")]
+    with Retriever(Settings.from_env(corpus=write_corpus(tmp_path / "c.txt", papers))) as retriever:
+        answerer = Answerer(retriever.settings, retriever, ScriptedModel())
+        found = retriever.search(question, k=2)
+        hopper = next(s.n for s in answerer.build_sources(answerer.papers_to_read(found.hits, found.query),
+                                                          found.query_embedding) if s.hit.paper.label == "Hopper")
+        answer = ask(retriever, ScriptedModel(items((CODE_LINK, hopper))), question)
+    assert ("github.com/hopper/compiler" in answer.answer) == link_shown
+    if not link_shown:   # the link is held back, and the quote that stands in for it is another sentence
+        assert [s.kind for s in answer.sentences] == ["quote"] and "compiler" in answer.sentences[0].quote
+
+
+@pytest.mark.parametrize("text, points", [
+    (CODE_LINK, True), ("Code and data are publicly available.", True), ("See www.example.org.", True),
+    ("The models are released on GitHub.", True),
+    ("The compiler cuts programming time by 40%.", False), ("Links between causes are found.", False),
+])
+def test_points_to_link(text, points):
+    assert points_to_link(text) == points
+
+
+@pytest.mark.parametrize("question, asks", [
+    ("Where can I find the code of GFPO?", True), ("Is the implementation open source?", True),
+    ("Which paper has a project page?", True),
+    ("How are cause-and-effect links found?", False), ("What does the compiler do?", False),
+])
+def test_asks_for_link(question, asks):
+    assert asks_for_link(question) == asks
+
+
+def test_a_quote_is_ranked_by_meaning_and_by_the_question_words_few_sentences_hold():
+    question = {"rstar-math", "distil", "teacher"}
+    sentences = [{"rstar-math", "aime", "solv"}, {"rstar-math", "distil", "superior"}, {"rstar-math", "problem"}]
+    assert quote_order([0.40, 0.33, 0.30], sentences, question) == [1, 0, 2]   # it holds "distil"; all hold the name
+    assert quote_order([0.40, 0.33, 0.30], [set(), set(), set()], question) == [0, 1, 2]   # no word held: by meaning
+    assert quote_order([0.60, 0.33, 0.30], sentences, question)[0] == 0   # a word does not outweigh much closer meaning
 
 
 def test_a_bare_number_that_answers_a_number_question_is_a_claim(run):
