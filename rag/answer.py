@@ -332,8 +332,9 @@ class Answerer:
         sources = []
         for rank, hit in enumerate(hits):
             mine = sorted((number, text, embedding) for r, number, text, embedding in chosen if r == rank)
-            if mine:   # chunks overlap, so only neighbouring sentences are joined
-                texts = _join_runs(mine) if self.settings.context_unit == "sentence" else [t for _, t, _ in mine]
+            if mine:
+                texts = _join_runs(mine) if self.settings.context_unit == "sentence" \
+                    else _join_overlaps(hit.paper.text, [t for _, t, _ in mine])
                 sources.append(Source(len(sources) + 1, hit, texts, [e for _, _, e in mine]))
         return sources
 
@@ -419,6 +420,25 @@ def _join_runs(passages: list[tuple[int, str, list[float]]]) -> list[str]:
         else:
             pieces.append(text)
         last = number
+    return pieces
+
+
+def _join_overlaps(abstract: str, chunks: list[str]) -> list[str]:
+    """Chunks of one abstract in order, those that overlap or touch in it joined into one piece: chunks
+    share chunk_overlap tokens with their neighbours, so two given as they are would repeat those words.
+    A chunk not found as written (instructions removed from it) stays a piece of its own."""
+    pieces, span = [], None   # span: where the last piece lies in the abstract
+    for chunk in chunks:
+        start = abstract.find(chunk, span[0] if span else 0)
+        if start < 0:
+            pieces.append(chunk)
+            span = None
+        elif span is not None and start <= span[1] + 1:
+            span = (span[0], max(span[1], start + len(chunk)))
+            pieces[-1] = abstract[span[0]:span[1]]
+        else:
+            span = (start, start + len(chunk))
+            pieces.append(chunk)
     return pieces
 
 

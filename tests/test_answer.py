@@ -719,6 +719,20 @@ def test_sentence_context_gives_the_sentences_most_like_the_question_within_budg
     assert fresh.build_sources(found.hits, found.query_embedding)[0].text == sources[0].text
 
 
+def test_neighbouring_chunks_are_given_once_without_the_words_they_share(tmp_path):
+    sentences = [f"Sentence {word} says that grokking needs weight decay number {n}." for n, word in
+                 enumerate(["one", "two", "three", "four", "five", "six", "seven", "eight"])]
+    corpus = write_corpus(tmp_path / "c.txt", [("Deep Learning · Theory", "Ada Lovelace", " ".join(sentences))])
+    settings = Settings.from_env(corpus=corpus, chunk_size=40, chunk_overlap=16, context_tokens=1000,
+                                 home=tmp_path / "home")
+    with Retriever(settings) as retriever:
+        found = retriever.search("What does grokking need?", k=1)
+        chunks = [text for text, _ in retriever.chunks_of([found.hits[0].paper.paper_id])[found.hits[0].paper.paper_id]]
+        source, = Answerer(settings, retriever, ScriptedModel()).build_sources(found.hits, found.query_embedding)
+    assert len(chunks) >= 3 and sum(map(len, chunks)) > len(found.hits[0].paper.text)   # they do overlap
+    assert source.text == found.hits[0].paper.text and len(source.embeddings) == len(chunks)
+
+
 def test_a_named_paper_is_read_first_then_passages_by_similarity():
     from rag.answer import passage_order
     from rag.retrieve import Hit
