@@ -46,6 +46,7 @@ LIST_LEAD = "{count} of the papers answer this:"
 MAX_CITATIONS_PER_SENTENCE = 3
 _STRAIGHT_QUOTED = re.compile(r'"([^"\n]*)"')
 MAX_SENTENCE_CHARS = 280   # one claim per sentence, so each is checked on its own
+CUT_SLACK = 16             # a claim this close to the limit that does not end a sentence was cut
 ANSWER_SCHEMA_VERSION = 1
 REPLY_START = '{"answerable":'   # where the schema's reply says whether the sources answer
 YES, NO = (" true", "true"), (" false", "false")
@@ -773,6 +774,7 @@ def split_plain_reply(text: str) -> list[tuple[str, list[int]]]:
 # The end of a finished sentence inside a model's claim as it streams (not corpus.split_sentences,
 # which splits abstracts and needs the next sentence's first letter): . ! ? before a space or the
 # end of what has arrived, not after "et al.", "e.g.", "i.e.", "vs.", "Fig." or "cf.".
+_FINISHED = re.compile(r"[.!?。！？][\"'”’)\]]*\s*$")   # a text that ends a sentence
 _CLAIM_SENTENCE_END = re.compile(r"(?<! al)(?<!e\.g)(?<!i\.e)(?<! vs)(?<!Fig)(?<! cf)[.!?。！？](?=\s|$)")
 
 
@@ -785,11 +787,12 @@ def _last_sentence_end(text: str) -> int:
 def trim_cut_text(text: str) -> str:
     """A sentence text the schema cut at MAX_SENTENCE_CHARS loses its unfinished last sentence; a single
     sentence that was cut loses its last word too, which may be cut short or glued to the word before
-    it (at the limit, the grammar allows " plane" only as "plane": "coloring theplane")."""
-    if len(text) < MAX_SENTENCE_CHARS:
+    it (at the limit, the grammar allows " plane" only as "plane": "coloring theplane"). Near the limit
+    a token that would not fit is not allowed, so the model may close the text a few characters early,
+    unfinished: a text within CUT_SLACK of the limit that does not end a sentence was cut too."""
+    if len(text) < MAX_SENTENCE_CHARS - CUT_SLACK or (len(text) < MAX_SENTENCE_CHARS and _FINISHED.search(text)):
         return text
-    end = _last_sentence_end(text)
-    if end:
+    if end := _last_sentence_end(text):
         return text[:end]
     words = text.split()
     return " ".join(words[:-1] if len(words) > 1 else words).rstrip(",;:") + "…"

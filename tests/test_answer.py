@@ -695,6 +695,25 @@ def test_a_cut_single_sentence_loses_its_last_word_which_may_be_glued_or_cut_sho
     assert trim_cut_text(text) == text[:-len(" theplane")] + "…"
 
 
+def test_a_text_closed_just_short_of_the_limit_unfinished_was_cut():
+    from rag.answer import CUT_SLACK, MAX_SENTENCE_CHARS, trim_cut_text
+
+    def near_the_limit(text):   # the longest text of " and more" repeats that the model could close early
+        while len(text + " and more") < MAX_SENTENCE_CHARS:
+            text += " and more"
+        assert MAX_SENTENCE_CHARS - CUT_SLACK <= len(text) < MAX_SENTENCE_CHARS
+        return text
+
+    first = "Lee et al. propose a new fine-tuning objective that lowers parameter interference."
+    cut = near_the_limit(first + " They find it strikingly similar to sharpness-aware minimization")
+    assert trim_cut_text(cut) == first
+    single = near_the_limit("They find it strikingly similar to sharpness-aware minimization")
+    assert trim_cut_text(single) == single.removesuffix(" more") + "…"   # one sentence: its last word goes
+    for finished in (single[:-1] + ".", single[:-2] + ".\u201d"):
+        assert trim_cut_text(finished) == finished
+    assert trim_cut_text(first) == first
+
+
 def test_sentence_context_gives_the_sentences_most_like_the_question_within_budget(retriever, tmp_path,
                                                                                     monkeypatch):
     settings = retriever.settings.with_overrides(context_unit="sentence", context_tokens=40,
