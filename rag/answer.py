@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 
 from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE,
                         MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS, ONE_PAPER_FOR_ONE_QUESTION,
-                        asks_for_link, asks_for_number, asks_for_several, counted_words, method_names, name_the_paper,
-                        near_the_best, not_stated_claim, points_to_link, quote_order, quoted_claim,
-                        words_after_numbers, written_names)
+                        asks_for_link, asks_for_name, asks_for_number, asks_for_several, counted_words, method_names,
+                        name_the_paper, names_given, near_the_best, not_stated_claim, points_to_link, quote_order,
+                        quoted_claim, words_after_numbers, written_names)
 from rag.corpus import Paper, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import embed_texts
@@ -479,6 +479,8 @@ class CitationChecker:
         self._methods = self._asked_methods.union(*methods.values())   # method names that point to a paper
         self._label_terms = {t for s in sources for t in grounding.terms(s.hit.paper.label)}
         self._wants_number = asks_for_number(question)
+        self._wants_name = asks_for_name(question) and not self._wants_number   # which datasets, benchmarks …
+        self._known_words = " ".join([question] + [s.hit.paper.label for s in sources])   # names that give nothing
         self._wants_link = asks_for_link(question)
         self._counted = grounding.terms(counted_words(question))   # what 'how many' counts, stemmed
         self._near_best = {h.paper.paper_id for h in near_the_best([s.hit for s in sources], question)}
@@ -555,7 +557,8 @@ class CitationChecker:
             # a number asked for, and one that no source states: the source's sentence that gives a number
             # of what 'how many' counts, if it has one; any other number could be of something else
             return (self._quote(cited) if self._counted else None) or self._not_stated(cited)
-        if not self.grounding.adds_to(text, self.question, ignore=self._label_terms) and not self._gives_number(text):
+        if not self.grounding.adds_to(text, self.question, ignore=self._label_terms) and not self._gives_number(text) \
+                and not (self._wants_name and self._gives_name(text)):
             return self._quote(cited) or Sentence(text, cited, False)   # it restates the question
         vector = self.grounding.embed(text)
         names = written_names(text, self.known_names, self.mentions) | (method_names(text) & self._methods)
@@ -575,6 +578,8 @@ class CitationChecker:
             return Sentence(text, backing, False, kind="off_question")
         if backing and self._wants_number and not self._states_number(text):   # on the topic, not the number asked
             return self._quote(backing) or self._not_stated(backing)   # its sentence that states one, if any
+        if backing and self._wants_name and not self._gives_name(text):   # 'evaluated on real-world datasets'
+            return self._quote(backing) or self._not_stated(backing)   # its sentence that names them, if any
         if backing:
             label = self.sources[backing[0]].hit.paper.label
             return Sentence(name_the_paper(text, label) if len(backing) == 1 else text, backing, True)
@@ -587,6 +592,10 @@ class CitationChecker:
         """Does the sentence give the number the question asks for, one the question does not hold
         ('CogCoM has 17B parameters.' answers 'How many parameters does CogCoM have?')?"""
         return self._wants_number and bool(numbers(text) - numbers(self.question)) and self._states_number(text)
+
+    def _gives_name(self, text: str) -> bool:
+        """Does the sentence name something the question and the papers' labels do not (IM2GPS3K)?"""
+        return bool(names_given(text, self._known_words))
 
     def _states_number(self, text: str) -> bool:
         """Does the text give a number, and for 'how many X' a number of X ('16 minutes' is not hours)?"""
@@ -654,11 +663,11 @@ class CitationChecker:
                   if self._wants_link or not points_to_link(text)]
         if not ranked:
             return None
-        if self._wants_number:
-            ranked = [(text, similarity) for text, similarity in ranked
-                      if similarity >= MIN_SOURCE_RELEVANCE and self._states_number(text)]
+        if self._wants_number or self._wants_name:
+            gives = self._states_number if self._wants_number else self._gives_name
+            ranked = [(text, similarity) for text, similarity in ranked if similarity >= MIN_SOURCE_RELEVANCE and gives(text)]
             if not ranked:
-                return self._not_stated(cited)   # the paper is on the question, the number asked is not in it
+                return self._not_stated(cited)   # the paper is on the question, the number or name asked is not in it
         sentence = ranked[0][0]
         return Sentence(quoted_claim(paper.label, sentence), cited[:1], True, kind="quote", quote=sentence)
 

@@ -19,7 +19,9 @@ Three rules that grounding.py's support check does not cover, each deterministic
   a question that does not ask for several papers is answered about one paper, the one its
   first shown sentence cites (`ONE_PAPER_FOR_ONE_QUESTION`);
   and a question that asks for a number is not answered by a sentence without one (`asks_for_number`),
-  nor 'how many X' by a number of something else (`counted_words`: '16 minutes' is not hours);
+  nor 'how many X' by a number of something else (`counted_words`: '16 minutes' is not hours), nor
+  one that asks which datasets, benchmarks or baselines by a sentence that names none the question
+  does not (`asks_for_name`, `names_given`: 'evaluated on real-world datasets' names nothing);
 - when the model restates the question instead of answering it, or writes only about papers
   off the question, a source's own sentence that is closest to the question stands in for
   it, quoted and attributed (`quoted_claim`) — when no claim is left, the best paper's, if the
@@ -67,6 +69,13 @@ _NUMBER_QUESTION = re.compile(
     r"(?:number|count|percentage|percent|fraction|share|rate|ratio|size|amount|value|score|accuracy|speed-?up|"
     r"improvement|gain|gap|reduction|increase|depth|width)s?\b"
     r"|多少|几", re.IGNORECASE)
+_NAME_QUESTION = re.compile(   # 'which (real-world) datasets', 'what benchmark'; not 'which papers use datasets'
+    r"\b(?:which|what)\s+(?:(?!(?:papers?|studies|study|works?|articles?|methods?)\b)[\w-]+\s+){0,2}?"
+    r"(?:datasets?|benchmarks?|corpora|corpus|baselines?|environments?|games|languages|architectures?)\b",
+    re.IGNORECASE)
+_NAME = re.compile(r"(?<![\w-])(?:[A-Za-z][\w-]*\d[\w-]*|\d[\w-]*[A-Za-z][\w-]*|[\w-]*[A-Z][\w-]*)(?![\w-])")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+)$")
+_GENERIC_NAMES = frozenset("llm llms vlm vlms mllm mllms rl ai nlp ml gpu gpus cpu cpus sota".split())
 _TOKEN = re.compile(r"[\w'-]+")
 _FUNCTION_WORD = re.compile(r"\b(?:of|in|on|at|for|to|by|with|from|per|the|an?|that|which|who|is|are|was|were|"
                             r"do|does|did|has|have|had|can|could|will|would)\b", re.IGNORECASE)
@@ -120,6 +129,24 @@ def method_names(text: str) -> set[str]:
 def asks_for_number(question: str) -> bool:
     """Does the question ask for a quantity (how many, what rate, which percentage …)?"""
     return bool(_NUMBER_QUESTION.search(question))
+
+
+def asks_for_name(question: str) -> bool:
+    """Does the question ask for named things: which datasets, benchmarks, baselines, environments …?"""
+    return bool(_NAME_QUESTION.search(question))
+
+
+def names_given(text: str, known: str) -> set[str]:
+    """Names a sentence gives that `known` (the question, the paper's label) does not hold: words with a
+    capital letter not only at a sentence's start, or with letters and digits (IM2GPS3K, CALVIN, 8B)."""
+    known_words = {w.lower() for w in _TOKEN.findall(known)}
+    found = set()
+    for match in _NAME.finditer(text):
+        word = match[0]
+        starts_sentence = word[:1].isupper() and word[1:].islower() and _SENTENCE_START.search(text[:match.start()])
+        if not starts_sentence and word.lower() not in known_words and word.lower() not in _GENERIC_NAMES:
+            found.add(word)
+    return found
 
 
 def counted_words(question: str) -> str:

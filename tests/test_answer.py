@@ -9,8 +9,8 @@ from conftest import SMALL_PAPERS, write_corpus
 from fakes import DoubtingModel, ScriptedModel, items, reply
 from rag.answer import (CANNOT_ANSWER, Answerer, ReplyParser, count_tokens, format_sources, split_inline_citations,
                         split_plain_reply)
-from rag.claims import (FIRM_ODDS, MIN_SURE_ODDS, asks_for_link, asks_for_several, counted_words, points_to_link,
-                        quote_order)
+from rag.claims import (FIRM_ODDS, MIN_SURE_ODDS, asks_for_link, asks_for_name, asks_for_several, counted_words,
+                        names_given, points_to_link, quote_order)
 from rag.errors import PromptError
 from rag.prompts import load_prompt, parse_json_reply
 from rag.retrieve import Retriever
@@ -144,6 +144,43 @@ def test_a_question_for_a_number_is_not_answered_by_a_quote_without_one(run):
     answer = run(lambda n: items((restated, n["Hopper"])),
                  question="How many English-like statements does the compiler turn into machine code?")
     assert [s.kind for s in answer.sentences] == ["not_stated"] and answer.abstain_reason == "not_stated"
+
+
+def test_a_question_for_named_datasets_is_not_answered_by_a_sentence_that_names_none(run):
+    answer = run(lambda n: items(("The small transformers were trained on modular arithmetic.", n["Lovelace and Babbage"])),
+                 question="Which datasets were the grokking transformers trained on?")
+    assert [s.kind for s in answer.sentences] == ["not_stated"] and answer.abstain_reason == "not_stated"
+
+
+def test_a_sentence_that_names_the_datasets_asked_for_answers(tmp_path):
+    named = "The compiler is evaluated on the UNIVAC-1 and FLOW-MATIC benchmarks."
+    papers = [SMALL_PAPERS[0], (None, "Grace Hopper", f"{SMALL_PAPERS[1][2]} {named}")]
+    question = "Which benchmarks was the compiler evaluated on?"
+    with Retriever(Settings.from_env(corpus=write_corpus(tmp_path / "c.txt", papers))) as retriever:
+        answerer = Answerer(retriever.settings, retriever, ScriptedModel())
+        found = retriever.search(question, k=2)
+        hopper = next(s.n for s in answerer.build_sources(answerer.papers_to_read(found.hits, found.query),
+                                                          found.query_embedding) if s.hit.paper.label == "Hopper")
+        answer = ask(retriever, ScriptedModel(items(("It was evaluated on UNIVAC-1 and FLOW-MATIC.", hopper))), question)
+    assert not answer.abstained and [s.kind for s in answer.sentences] == ["claim"] and "FLOW-MATIC" in answer.answer
+
+
+@pytest.mark.parametrize("question, asks", [
+    ("Which real-world datasets was FairICP evaluated on?", True), ("What benchmark did Rob Fergus help build?", True),
+    ("On which two benchmarks does GeoRanker report results?", True),
+    ("Which papers use diffusion models on protein datasets?", False), ("What methods reduce reasoning length?", False),
+    ("Which paper trains language models?", False),
+])
+def test_asks_for_name(question, asks):
+    assert asks_for_name(question) == asks
+
+
+def test_names_given_are_those_the_question_and_labels_do_not_hold():
+    known = "Which datasets was FairICP evaluated on? Lai and Guan"
+    assert names_given("FairICP was evaluated on simulation studies and real-world datasets.", known) == set()
+    assert names_given("Lai and Guan test FairICP on the Adult and COMPAS data with 8B models.", known) == \
+        {"Adult", "COMPAS", "8B"}
+    assert names_given("The results hold. It beats LLMs on IM2GPS3K.", known) == {"IM2GPS3K"}
 
 
 CODE_LINK = "Our code is available at https://github.com/hopper/compiler."
