@@ -22,6 +22,7 @@ that address the model are left out (counted per source in the JSON as `instruct
 import json
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE,
@@ -200,7 +201,8 @@ class Answerer:
         if not given or not self.retrieval_is_confident(given):
             record.abstain_reason = "retrieval"
             return self._finish(record, started)
-        sources = self.build_sources(self.papers_to_read(given, found.query), found.query_embedding)
+        sources = self.build_sources(self.papers_to_read(given, found.query), found.query_embedding,
+                                     several=asks_for_several(found.query))
         checker = CitationChecker(sources, self.grounding, found.query,
                                   self._ranked_sentences(found.query, found.query_embedding),
                                   self.retriever.mention_index)
@@ -319,11 +321,16 @@ class Answerer:
         record.timings["total_s"] = time.perf_counter() - started
         return record
 
-    def build_sources(self, hits: list[Hit], query_embedding) -> list[Source]:
+    def build_sources(self, hits: list[Hit], query_embedding, several: bool = False) -> list[Source]:
         """The retrieved papers' passages within the token budget, in the order of `passage_order`,
         numbered by rank; a paper none of whose passages fit is left out. Sentences that address the model
-        (prompt_safety.screen) are never passages, and a paper made mostly of them gives none."""
-        passages = self._sentences_of(hits) if self.settings.context_unit == "sentence" else self._chunks_of(hits)
+        (prompt_safety.screen) are never passages, and a paper made mostly of them gives none. For a question
+        about `several` papers with settings.several_sentences set, each paper's sentences most similar to
+        the question, that many of each."""
+        by_sentence = self.settings.context_unit == "sentence" or (several and self.settings.several_sentences > 0)
+        passages = self._sentences_of(hits) if by_sentence else self._chunks_of(hits)
+        if several and self.settings.several_sentences > 0:
+            passages = best_of_each(passages, query_embedding, self.settings.several_sentences)
         budget, chosen = self.settings.context_tokens, []
         for rank, number, text, embedding in passage_order(passages, hits, query_embedding):
             cost = count_tokens(text)
@@ -334,8 +341,7 @@ class Answerer:
         for rank, hit in enumerate(hits):
             mine = sorted((number, text, embedding) for r, number, text, embedding in chosen if r == rank)
             if mine:
-                texts = _join_runs(mine) if self.settings.context_unit == "sentence" \
-                    else _join_overlaps(hit.paper.text, [t for _, t, _ in mine])
+                texts = _join_runs(mine) if by_sentence else _join_overlaps(hit.paper.text, [t for _, t, _ in mine])
                 sources.append(Source(len(sources) + 1, hit, texts, [e for _, _, e in mine]))
         return sources
 
@@ -403,6 +409,16 @@ def passage_order(passages: list[tuple], hits: list[Hit], query_embedding) -> li
         if passage[0] in named:
             best.setdefault(passage[0], passage)
     return list({id(p): p for p in list(best.values()) + by_similarity}.values())
+
+
+def best_of_each(passages: list[tuple], query_embedding, per_paper: int) -> list[tuple]:
+    """The `per_paper` passages of each paper (rank index, number, text, embedding) most similar to the question."""
+    taken, best = Counter(), []
+    for passage in sorted(passages, key=lambda p: -cosine(query_embedding, p[3])):
+        if taken[passage[0]] < per_paper:
+            taken[passage[0]] += 1
+            best.append(passage)
+    return best
 
 
 def _given_sentences(paper: Paper) -> list[tuple[int, str]]:

@@ -34,6 +34,7 @@ DEFAULT_MAX_RETRIES = 2
 DEFAULT_N_CTX = 4096
 DEFAULT_MAX_TOKENS = 384
 DEFAULT_CONTEXT_TOKENS = 800
+DEFAULT_SEVERAL_SENTENCES = 3   # eval/README.md, "Questions about several papers: each paper's best sentences"
 DEFAULT_MAX_SENTENCES = 5
 DEFAULT_MIN_DENSE_SCORE = 0.10
 EXAMPLE_QUESTION = "what methods reduce reasoning length?"   # the README's; benchmarks time it
@@ -165,6 +166,10 @@ class Settings:
     context_unit: str = _setting("chunk", "What fills the context budget: chunk (stored chunks) or sentence "
                                  "(abstract sentences): the best one of each paper the question names, then the most "
                                  "similar to the question.", "RAG_CONTEXT_UNIT")
+    several_sentences: int = _setting(DEFAULT_SEVERAL_SENTENCES, "For a question about several papers "
+                                      "('which papers …'), how many of each paper's abstract sentences most similar "
+                                      "to the question the model reads (0: its chunks, as for any question).",
+                                      "RAG_SEVERAL_SENTENCES")
     max_sentences: int = _setting(DEFAULT_MAX_SENTENCES, "Most sentences in an answer.", "RAG_MAX_SENTENCES")
     answer_format: str = _setting("json", "How the model writes: json (schema-constrained items, one source "
                                   "each) or text ([n] markers, few-shot prompt).", "RAG_ANSWER_FORMAT")
@@ -199,6 +204,8 @@ class Settings:
             raise UsageError(f"embed runtime must be onnx or torch, got {self.embed_runtime!r}")
         if self.context_unit not in ("chunk", "sentence"):
             raise UsageError(f"context unit must be chunk or sentence, got {self.context_unit!r}")
+        if self.several_sentences < 0:
+            raise UsageError(f"several sentences must be 0 or more, got {self.several_sentences}")
         if self.prompt_papers not in ("near_best", "all"):
             raise UsageError(f"prompt papers must be near_best or all, got {self.prompt_papers!r}")
         if self.answer_format not in ("json", "text"):

@@ -789,6 +789,25 @@ def test_neighbouring_chunks_are_given_once_without_the_words_they_share(tmp_pat
     assert source.text == found.hits[0].paper.text and len(source.embeddings) == len(chunks)
 
 
+@pytest.mark.parametrize("question, one_sentence_each", [
+    ("Which papers study grokking or compilers?", True),   # about several papers: each paper's best sentence
+    ("What does the compiler cut programming time by?", False),   # about one: its chunks, as for any question
+])
+def test_a_question_about_several_papers_reads_each_papers_sentences_most_like_it(run, question, one_sentence_each):
+    answer = run(lambda n: items((COMPILER, n["Hopper"])), question=question, several_sentences=1)
+    prompt = answer._model.history[0][-1]["content"]
+    hopper = prompt[prompt.index("Paper: Hopper"):].split("</source>")[0]
+    shown = [sentence in hopper for sentence in ("We present a compiler", "It cuts programming time")]
+    assert shown.count(True) == (1 if one_sentence_each else 2)
+
+
+def test_best_of_each_keeps_each_papers_passages_most_like_the_question():
+    from rag.answer import best_of_each
+    passages = [(0, 0, "a", [1.0, 0.0]), (0, 1, "b", [0.9, 0.1]), (1, 0, "c", [0.0, 1.0]), (1, 1, "d", [0.5, 0.5])]
+    assert [p[2] for p in best_of_each(passages, [1.0, 0.0], 1)] == ["a", "d"]
+    assert sorted(p[2] for p in best_of_each(passages, [1.0, 0.0], 2)) == ["a", "b", "c", "d"]
+
+
 def test_a_named_paper_is_read_first_then_passages_by_similarity():
     from rag.answer import passage_order
     from rag.retrieve import Hit
