@@ -681,7 +681,8 @@ class CitationChecker:
             return None
         if self._wants_number or self._wants_name:
             gives = self._states_number if self._wants_number else self._gives_name
-            ranked = [(text, similarity) for text, similarity in ranked if similarity >= MIN_SOURCE_RELEVANCE and gives(text)]
+            ranked = [(text, similarity) for text, similarity in ranked
+                      if similarity >= MIN_SOURCE_RELEVANCE and gives(text)]
             if not ranked:
                 return self._not_stated(cited)   # the paper is on the question, the number or name asked is not in it
         sentence = ranked[0][0]

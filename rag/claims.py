@@ -32,8 +32,8 @@ Three rules that grounding.py's support check does not cover, each deterministic
   does not hold, or the model gives one its source does not hold, the answer says that the
   source does not state it (`not_stated_claim`) instead of guessing; a quote is the sentence
   closest by meaning and by the question's words that few of the abstract's sentences share
-  (`quote_order`: "Does rStar-Math distill from a bigger model?" is answered by the sentence
-  that says "without distillation", not by one of the others that name rStar-Math);
+  (`quote_order`: a method name that every sentence holds weighs little, the one word of the
+  question that a single sentence holds weighs more);
 - a sentence that points to code or data ("Our code is available at https://…") answers only a
   question that asks for them (`points_to_link`, `asks_for_link`).
 A shown claim that speaks of its paper without naming it ("The paper shows", "We propose") is
