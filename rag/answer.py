@@ -484,7 +484,7 @@ class CitationChecker:
         self.sources = {s.n: s for s in sources}
         self.grounding = grounding
         self.question = question
-        self.ranked_sentences = ranked_sentences   # paper -> [(abstract sentence, cosine to the question)], closest first
+        self.ranked_sentences = ranked_sentences   # paper -> [(abstract sentence, cosine to the question)], best quote first
         authors = {n: paper_names(s.hit.paper.authors) for n, s in self.sources.items()}
         methods = {n: method_names(s.text) for n, s in self.sources.items()}
         self.mentions = mentions   # every stored paper's author names, to find those a sentence writes in full
