@@ -201,8 +201,7 @@ class Answerer:
         if not given or not self.retrieval_is_confident(given):
             record.abstain_reason = "retrieval"
             return self._finish(record, started)
-        sources = self.build_sources(self.papers_to_read(given, found.query), found.query_embedding,
-                                     several=asks_for_several(found.query))
+        sources = self.build_sources(self.papers_to_read(given, found.query), found.query_embedding, found.query)
         checker = CitationChecker(sources, self.grounding, found.query,
                                   self._ranked_sentences(found.query, found.query_embedding),
                                   self.retriever.mention_index)
@@ -321,16 +320,18 @@ class Answerer:
         record.timings["total_s"] = time.perf_counter() - started
         return record
 
-    def build_sources(self, hits: list[Hit], query_embedding, several: bool = False) -> list[Source]:
+    def build_sources(self, hits: list[Hit], query_embedding, question: str = "") -> list[Source]:
         """The retrieved papers' passages within the token budget, in the order of `passage_order`,
         numbered by rank; a paper none of whose passages fit is left out. Sentences that address the model
         (prompt_safety.screen) are never passages, and a paper made mostly of them gives none. For a question
-        about `several` papers with settings.several_sentences set, each paper's sentences most similar to
-        the question, that many of each."""
+        about several papers (claims.asks_for_several) with settings.several_sentences set, each paper's
+        sentences most similar to the question, that many of each, none that points to code unless asked."""
+        several = asks_for_several(question)
         by_sentence = self.settings.context_unit == "sentence" or (several and self.settings.several_sentences > 0)
         passages = self._sentences_of(hits) if by_sentence else self._chunks_of(hits)
         if several and self.settings.several_sentences > 0:
-            passages = best_of_each(passages, query_embedding, self.settings.several_sentences)
+            passages = best_of_each([p for p in passages if asks_for_link(question) or not points_to_link(p[2])],
+                                    query_embedding, self.settings.several_sentences)
         budget, chosen = self.settings.context_tokens, []
         for rank, number, text, embedding in passage_order(passages, hits, query_embedding):
             cost = count_tokens(text)

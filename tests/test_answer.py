@@ -44,7 +44,8 @@ def run(retriever):
     """Ask with a fake whose reply is written in terms of the sources' labels."""
     def go(make_reply, question=QUESTION, **kw):
         answerer, found = Answerer(retriever.settings, retriever, ScriptedModel()), retriever.search(question, k=3)
-        given = answerer.build_sources(answerer.papers_to_read(found.hits, found.query), found.query_embedding)
+        given = answerer.build_sources(answerer.papers_to_read(found.hits, found.query), found.query_embedding,
+                                       found.query)
         numbers = {source.hit.paper.label: source.n for source in given}
         model = ScriptedModel(make_reply(numbers))
         answer = ask(retriever, model, question, **kw)
@@ -799,6 +800,20 @@ def test_a_question_about_several_papers_reads_each_papers_sentences_most_like_i
     hopper = prompt[prompt.index("Paper: Hopper"):].split("</source>")[0]
     shown = [sentence in hopper for sentence in ("We present a compiler", "It cuts programming time")]
     assert shown.count(True) == (1 if one_sentence_each else 2)
+
+
+@pytest.mark.parametrize("question, link_given", [
+    ("Which papers study compilers?", False), ("Which papers share the code of their compilers?", True)])
+def test_a_question_about_several_papers_reads_no_sentence_that_points_to_code_unless_asked(tmp_path, question,
+                                                                                          link_given):
+    papers = [SMALL_PAPERS[0], (None, "Grace Hopper", f"{SMALL_PAPERS[1][2]} {CODE_LINK}")]
+    settings = Settings.from_env(corpus=write_corpus(tmp_path / "c.txt", papers), several_sentences=3)
+    with Retriever(settings) as retriever:
+        found = retriever.search(question, k=2)
+        sources = Answerer(settings, retriever, ScriptedModel()).build_sources(found.hits, found.query_embedding,
+                                                                               question)
+    hopper, = [s for s in sources if s.hit.paper.label == "Hopper"]
+    assert ("github.com" in hopper.text) == link_given and "compiler" in hopper.text
 
 
 def test_best_of_each_keeps_each_papers_passages_most_like_the_question():

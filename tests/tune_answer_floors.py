@@ -101,8 +101,8 @@ def main(run: Path) -> None:
         search, build_sources = functools.cache(retriever.search), answerer.build_sources   # the same for every knob
         retriever.search = lambda question, k=None, filters=Filters(): search(question, k, filters)
         sources = {}
-        answerer.build_sources = lambda hits, query: sources.setdefault(
-            tuple(h.paper.paper_id for h in hits), build_sources(hits, query))
+        answerer.build_sources = lambda hits, query, question="": sources.setdefault(
+            (tuple(h.paper.paper_id for h in hits), question), build_sources(hits, query, question))
         embed = functools.lru_cache(maxsize=None)(answerer.grounding.embed)
         answerer.grounding.embed = embed
         judges = [GroundingJudge(retriever)]
