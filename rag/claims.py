@@ -98,7 +98,8 @@ _SEVERAL = re.compile(   # the plural must be what is asked about: "which papers
 _UNNAMED_SUBJECT = re.compile(r"(?:the|this) (?P<kind>paper|work|study|article)\b|(?:in this (?:paper|work),? )?we\b"
                               r"|the authors\b", re.IGNORECASE)
 _METHOD = re.compile(r"\b[A-Za-z]*[A-Z][a-z0-9]*[A-Z][A-Za-z0-9]*\b")
-_LINK = re.compile(r"https?://|www\.|\bgithub\b|\b(?:code|codes|data|dataset|datasets|models?|implementation)\b"
+_LINK = re.compile(r"\bgithub\b|\b(?:available|released)\s+(?:at|on|from)\b|"
+                   r"\b(?:code|codes|data|dataset|datasets|models?|implementation)\b"
                    r"(?:[\s,]+\w+){0,4}\s+(?:is|are)\s+(?:\w+\s+)?(?:available|released|open[- ]sourced?)\b",
                    re.IGNORECASE)
 _LINK_QUESTION = re.compile(r"\b(?:code|codes|github|repo|repository|url|website|web ?page|project page|homepage|"

@@ -205,7 +205,8 @@ def test_a_sentence_that_points_to_code_answers_only_a_question_that_asks_for_it
 
 
 @pytest.mark.parametrize("text, points", [
-    (CODE_LINK, True), ("Code and data are publicly available.", True), ("See www.example.org.", True),
+    (CODE_LINK, True), ("Code and data are publicly available.", True), ("Demos are on our project page: https://x.github.io.", True),
+    ("It costs 9000 GPUs, see https://phish.example/login.", False),   # a link, but not to the paper's code
     ("The models are released on GitHub.", True),
     ("The compiler cuts programming time by 40%.", False), ("Links between causes are found.", False),
 ])
