@@ -326,12 +326,12 @@ class Answerer:
         (prompt_safety.screen) are never passages, and a paper made mostly of them gives none. For a question
         about several papers (claims.asks_for_several) with settings.several_sentences set, each paper's
         sentences most similar to the question, that many of each, none that points to code unless asked."""
-        several = asks_for_several(question)
-        by_sentence = self.settings.context_unit == "sentence" or (several and self.settings.several_sentences > 0)
+        per_paper = self.settings.several_sentences if asks_for_several(question) else 0
+        by_sentence = self.settings.context_unit == "sentence" or per_paper > 0
         passages = self._sentences_of(hits) if by_sentence else self._chunks_of(hits)
-        if several and self.settings.several_sentences > 0:
+        if per_paper:
             passages = best_of_each([p for p in passages if asks_for_link(question) or not points_to_link(p[2])],
-                                    query_embedding, self.settings.several_sentences)
+                                    query_embedding, per_paper)
         budget, chosen = self.settings.context_tokens, []
         for rank, number, text, embedding in passage_order(passages, hits, query_embedding):
             cost = count_tokens(text)
