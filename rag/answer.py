@@ -22,7 +22,6 @@ that address the model are left out (counted per source in the JSON as `instruct
 import json
 import re
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 
 from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE,
@@ -324,14 +323,14 @@ class Answerer:
         """The retrieved papers' passages within the token budget, in the order of `passage_order`,
         numbered by rank; a paper none of whose passages fit is left out. Sentences that address the model
         (prompt_safety.screen) are never passages, and a paper made mostly of them gives none. For a question
-        about several papers (claims.asks_for_several) with settings.several_sentences set, each paper's
-        sentences most similar to the question, that many of each, none that points to code unless asked."""
-        per_paper = self.settings.several_sentences if asks_for_several(question) else 0
+        about several papers (claims.asks_for_several), when several papers are read, settings.several_sentences
+        of each paper's sentences, those that rank first as quotes (claims.quote_order), none that points to
+        code unless asked; with one paper there is no budget to share, and its chunks are read."""
+        per_paper = self.settings.several_sentences if asks_for_several(question) and len(hits) > 1 else 0
         by_sentence = self.settings.context_unit == "sentence" or per_paper > 0
         passages = self._sentences_of(hits) if by_sentence else self._chunks_of(hits)
         if per_paper:
-            passages = best_of_each([p for p in passages if asks_for_link(question) or not points_to_link(p[2])],
-                                    query_embedding, per_paper)
+            passages = self._best_quotes_of_each(hits, passages, question, query_embedding, per_paper)
         budget, chosen = self.settings.context_tokens, []
         for rank, number, text, embedding in passage_order(passages, hits, query_embedding):
             cost = count_tokens(text)
@@ -345,6 +344,16 @@ class Answerer:
                 texts = _join_runs(mine) if by_sentence else _join_overlaps(hit.paper.text, [t for _, t, _ in mine])
                 sources.append(Source(len(sources) + 1, hit, texts, [e for _, _, e in mine]))
         return sources
+
+    def _best_quotes_of_each(self, hits: list[Hit], passages: list[tuple], question: str, query_embedding,
+                             per_paper: int) -> list[tuple]:
+        """The sentence passages (rank index, number, text, embedding) that are each paper's `per_paper` best
+        quotes for the question, leaving out those that point to code unless the question asks for it."""
+        ranked, chosen = self._ranked_sentences(question, query_embedding), set()
+        for rank, hit in enumerate(hits):
+            quotes = [text for text, _ in ranked(hit.paper) if asks_for_link(question) or not points_to_link(text)]
+            chosen |= {(rank, text) for text in quotes[:per_paper]}
+        return [p for p in passages if (p[0], p[2]) in chosen]
 
     def _chunks_of(self, hits: list[Hit]) -> list[tuple]:
         """(rank, chunk number, text, stored embedding) of every chunk of the hits' papers; a chunk that
@@ -410,16 +419,6 @@ def passage_order(passages: list[tuple], hits: list[Hit], query_embedding) -> li
         if passage[0] in named:
             best.setdefault(passage[0], passage)
     return list({id(p): p for p in list(best.values()) + by_similarity}.values())
-
-
-def best_of_each(passages: list[tuple], query_embedding, per_paper: int) -> list[tuple]:
-    """The `per_paper` passages of each paper (rank index, number, text, embedding) most similar to the question."""
-    taken, best = Counter(), []
-    for passage in sorted(passages, key=lambda p: -cosine(query_embedding, p[3])):
-        if taken[passage[0]] < per_paper:
-            taken[passage[0]] += 1
-            best.append(passage)
-    return best
 
 
 def _given_sentences(paper: Paper) -> list[tuple[int, str]]:

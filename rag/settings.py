@@ -34,7 +34,7 @@ DEFAULT_MAX_RETRIES = 2
 DEFAULT_N_CTX = 4096
 DEFAULT_MAX_TOKENS = 384
 DEFAULT_CONTEXT_TOKENS = 800
-DEFAULT_SEVERAL_SENTENCES = 0   # off: eval/README.md, "Questions about several papers: each paper's best sentences"
+DEFAULT_SEVERAL_SENTENCES = 3   # chosen on tune: eval/README.md, "Questions about several papers: each paper's best sentences"
 DEFAULT_MAX_SENTENCES = 5
 DEFAULT_MIN_DENSE_SCORE = 0.10
 EXAMPLE_QUESTION = "what methods reduce reasoning length?"   # the README's; benchmarks time it
@@ -167,8 +167,9 @@ class Settings:
                                  "(abstract sentences): the best one of each paper the question names, then the most "
                                  "similar to the question.", "RAG_CONTEXT_UNIT")
     several_sentences: int = _setting(DEFAULT_SEVERAL_SENTENCES, "For a question about several papers "
-                                      "('which papers …'), how many of each paper's abstract sentences most similar "
-                                      "to the question the model reads (0: its chunks, as for any question).",
+                                      "('which papers …') when several are read, how many of each paper's abstract "
+                                      "sentences the model reads, its best quotes for the question (0: its chunks, "
+                                      "as for any question).",
                                       "RAG_SEVERAL_SENTENCES")
     max_sentences: int = _setting(DEFAULT_MAX_SENTENCES, "Most sentences in an answer.", "RAG_MAX_SENTENCES")
     answer_format: str = _setting("json", "How the model writes: json (schema-constrained items, one source "

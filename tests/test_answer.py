@@ -817,11 +817,25 @@ def test_a_question_about_several_papers_reads_no_sentence_that_points_to_code_u
     assert ("github.com" in hopper.text) == link_given and "compiler" in hopper.text
 
 
-def test_best_of_each_keeps_each_papers_passages_most_like_the_question():
-    from rag.answer import best_of_each
-    passages = [(0, 0, "a", [1.0, 0.0]), (0, 1, "b", [0.9, 0.1]), (1, 0, "c", [0.0, 1.0]), (1, 1, "d", [0.5, 0.5])]
-    assert [p[2] for p in best_of_each(passages, [1.0, 0.0], 1)] == ["a", "d"]
-    assert sorted(p[2] for p in best_of_each(passages, [1.0, 0.0], 2)) == ["a", "b", "c", "d"]
+@pytest.mark.parametrize("order", ["as ranked", "reversed"])
+def test_a_question_about_several_papers_reads_each_papers_best_quotes(tmp_path, monkeypatch, order):
+    """The sentence given of each paper is the one claims.quote_order ranks first, whatever that order is."""
+    if order == "reversed":
+        monkeypatch.setattr("rag.answer.quote_order", lambda similarities, *_: sorted(
+            range(len(similarities)), key=lambda i: similarities[i]))   # the least similar sentence first
+    abstract = ("We study grokking in small transformers trained on modular arithmetic. "
+                "Test accuracy jumps long after training accuracy saturates. The delay shrinks with weight decay.")
+    settings = Settings.from_env(corpus=write_corpus(tmp_path / "c.txt", [("Deep Learning · Theory", "Ada Lovelace",
+                                                                           abstract), SMALL_PAPERS[1]]),
+                                 several_sentences=1)
+    question = "Which papers study when test accuracy jumps in grokking?"
+    with Retriever(settings) as retriever:
+        found = retriever.search(question, k=2)
+        sources = Answerer(settings, retriever, ScriptedModel()).build_sources(found.hits, found.query_embedding,
+                                                                               question)
+    lovelace, = [s.text for s in sources if s.hit.paper.label == "Lovelace"]
+    assert lovelace == ("The delay shrinks with weight decay." if order == "reversed" else
+                        "Test accuracy jumps long after training accuracy saturates.")
 
 
 def test_a_named_paper_is_read_first_then_passages_by_similarity():

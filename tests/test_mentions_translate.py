@@ -132,7 +132,8 @@ def test_answer_in_the_question_language(real_settings, tmp_path):
     from rag.answer import Answerer
     from rag.retrieve import Retriever
 
-    real_settings = real_settings.with_overrides(derived_cache_dir=tmp_path, paper_model="none")
+    real_settings = real_settings.with_overrides(derived_cache_dir=tmp_path, paper_model="none",
+                                                 several_sentences=0)   # whole chunks, where the scripted claim is
 
     sentence = "GFPO curbs length explosion by filtering sampled responses by length and token efficiency."
     model = ScriptedModel({"english": "What methods reduce reasoning length?"}, reply((sentence, [1])),

@@ -118,8 +118,9 @@ def test_evidence_highlights_the_abstract_sentence_behind_a_citation(real_settin
 
     rfm_sentence = ("Grokking also happens with Recursive Feature Machines, and the transition is determined by "
                     "feature learning.", [1])
-    with Retriever(real_settings) as retriever:   # two grokking papers, close in score: Mallinar et al., Haris et al.
-        answerer = Answerer(real_settings, retriever, ScriptedModel(reply(rfm_sentence, ("It costs 9000 GPUs.", [1]),
+    settings = real_settings.with_overrides(several_sentences=0)   # whole chunks, where the scripted claim is
+    with Retriever(settings) as retriever:   # two grokking papers, close in score: Mallinar et al., Haris et al.
+        answerer = Answerer(settings, retriever, ScriptedModel(reply(rfm_sentence, ("It costs 9000 GPUs.", [1]),
                                                                           ("It runs on 512 TPUs.", [2]))))
         answer = answerer.ask("what methods explain grokking?")
         evidence = highlight_evidence(answer, answerer.grounding)
