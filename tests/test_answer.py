@@ -11,6 +11,7 @@ from rag.answer import (CANNOT_ANSWER, Answerer, ReplyParser, count_tokens, form
                         split_plain_reply)
 from rag.claims import (FIRM_ODDS, MIN_SURE_ODDS, asks_for_link, asks_for_name, asks_for_several, counted_words,
                         names_given, points_to_link, quote_order)
+from rag.corpus import split_sentences
 from rag.errors import PromptError
 from rag.prompts import load_prompt, parse_json_reply
 from rag.retrieve import Retriever
@@ -836,6 +837,19 @@ def test_a_question_about_several_papers_reads_each_papers_best_quotes(tmp_path,
     lovelace, = [s.text for s in sources if s.hit.paper.label == "Lovelace"]
     assert lovelace == ("The delay shrinks with weight decay." if order == "reversed" else
                         "Test accuracy jumps long after training accuracy saturates.")
+
+
+def test_a_question_about_several_papers_that_reads_one_paper_reads_its_chunks(tmp_path):
+    """The sentences of each paper share the budget among several papers; one paper is read whole, as for any question."""
+    settings = Settings.from_env(corpus=write_corpus(tmp_path / "c.txt", SMALL_PAPERS), several_sentences=1)
+    question = "Which papers study grokking?"
+    with Retriever(settings) as retriever:
+        found = retriever.search(question, k=2)
+        answerer = Answerer(settings, retriever, ScriptedModel())
+        one, = answerer.build_sources(found.hits[:1], found.query_embedding, question)
+        both = answerer.build_sources(found.hits, found.query_embedding, question)
+    assert one.text == found.hits[0].paper.text
+    assert len(both) == 2 and all(s.text in split_sentences(s.hit.paper.text) for s in both)
 
 
 def test_a_named_paper_is_read_first_then_passages_by_similarity():
