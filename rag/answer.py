@@ -200,10 +200,10 @@ class Answerer:
         if not given or not self.retrieval_is_confident(given):
             record.abstain_reason = "retrieval"
             return self._finish(record, started)
-        sources = self.build_sources(self.papers_to_read(given, found.query), found.query_embedding, found.query)
-        checker = CitationChecker(sources, self.grounding, found.query,
-                                  self._ranked_sentences(found.query, found.query_embedding),
-                                  self.retriever.mention_index)
+        ranked = self._ranked_sentences(found.query, found.query_embedding)   # what is read, and what is quoted
+        sources = self.build_sources(self.papers_to_read(given, found.query), found.query_embedding, found.query,
+                                     ranked)
+        checker = CitationChecker(sources, self.grounding, found.query, ranked, self.retriever.mention_index)
         if not checker.any_source_on_topic():
             record.abstain_reason = "retrieval"   # no claim about these papers could be shown as an answer
             return self._finish(record, started)
@@ -319,18 +319,20 @@ class Answerer:
         record.timings["total_s"] = time.perf_counter() - started
         return record
 
-    def build_sources(self, hits: list[Hit], query_embedding, question: str = "") -> list[Source]:
+    def build_sources(self, hits: list[Hit], query_embedding, question: str = "", ranked=None) -> list[Source]:
         """The retrieved papers' passages within the token budget, in the order of `passage_order`,
         numbered by rank; a paper none of whose passages fit is left out. Sentences that address the model
         (prompt_safety.screen) are never passages, and a paper made mostly of them gives none. For a question
         about several papers (claims.asks_for_several), when several papers are read, settings.several_sentences
         of each paper's sentences, those that rank first as quotes (claims.quote_order), none that points to
-        code unless asked; with one paper there is no budget to share, and its chunks are read."""
+        code unless asked; with one paper there is no budget to share, and its chunks are read. `ranked`: the
+        question's _ranked_sentences when the caller has it already."""
         per_paper = self.settings.several_sentences if asks_for_several(question) and len(hits) > 1 else 0
         by_sentence = self.settings.context_unit == "sentence" or per_paper > 0
         passages = self._sentences_of(hits) if by_sentence else self._chunks_of(hits)
         if per_paper:
-            passages = self._best_quotes_of_each(hits, passages, question, query_embedding, per_paper)
+            ranked = ranked or self._ranked_sentences(question, query_embedding)
+            passages = _best_quotes_of_each(hits, passages, ranked, asks_for_link(question), per_paper)
         budget, chosen = self.settings.context_tokens, []
         for rank, number, text, embedding in passage_order(passages, hits, query_embedding):
             cost = count_tokens(text)
@@ -344,16 +346,6 @@ class Answerer:
                 texts = _join_runs(mine) if by_sentence else _join_overlaps(hit.paper.text, [t for _, t, _ in mine])
                 sources.append(Source(len(sources) + 1, hit, texts, [e for _, _, e in mine]))
         return sources
-
-    def _best_quotes_of_each(self, hits: list[Hit], passages: list[tuple], question: str, query_embedding,
-                             per_paper: int) -> list[tuple]:
-        """The sentence passages (rank index, number, text, embedding) that are each paper's `per_paper` best
-        quotes for the question, leaving out those that point to code unless the question asks for it."""
-        ranked, chosen = self._ranked_sentences(question, query_embedding), set()
-        for rank, hit in enumerate(hits):
-            quotes = [text for text, _ in ranked(hit.paper) if asks_for_link(question) or not points_to_link(text)]
-            chosen |= {(rank, text) for text in quotes[:per_paper]}
-        return [p for p in passages if (p[0], p[2]) in chosen]
 
     def _chunks_of(self, hits: list[Hit]) -> list[tuple]:
         """(rank, chunk number, text, stored embedding) of every chunk of the hits' papers; a chunk that
@@ -419,6 +411,18 @@ def passage_order(passages: list[tuple], hits: list[Hit], query_embedding) -> li
         if passage[0] in named:
             best.setdefault(passage[0], passage)
     return list({id(p): p for p in list(best.values()) + by_similarity}.values())
+
+
+def _best_quotes_of_each(hits: list[Hit], passages: list[tuple], ranked, links_asked: bool,
+                         per_paper: int) -> list[tuple]:
+    """The sentence passages (rank index, number, text, embedding) that are each paper's `per_paper` best
+    quotes (`ranked`: paper -> its sentences, best quote first), without those that point to code unless
+    `links_asked`."""
+    chosen = set()
+    for rank, hit in enumerate(hits):
+        quotes = [text for text, _ in ranked(hit.paper) if links_asked or not points_to_link(text)]
+        chosen |= {(rank, text) for text in quotes[:per_paper]}
+    return [p for p in passages if (p[0], p[2]) in chosen]
 
 
 def _given_sentences(paper: Paper) -> list[tuple[int, str]]:
