@@ -325,14 +325,19 @@ class Answerer:
         (prompt_safety.screen) are never passages, and a paper made mostly of them gives none. For a question
         about several papers (claims.asks_for_several), when several papers are read, settings.several_sentences
         of each paper's sentences, those that rank first as quotes (claims.quote_order), none that points to
-        code unless asked; with one paper there is no budget to share, and its chunks are read. `ranked`: the
-        question's _ranked_sentences when the caller has it already."""
-        per_paper = self.settings.several_sentences if asks_for_several(question) and len(hits) > 1 else 0
+        code unless asked; with one paper there is no budget to share, and its chunks are read. For a question
+        about one paper, when several are read, the best paper's whole abstract and settings.runner_up_sentences
+        of each other paper's best quotes. `ranked`: the question's _ranked_sentences when the caller has it
+        already."""
+        several = asks_for_several(question)
+        per_paper = (self.settings.several_sentences if several else self.settings.runner_up_sentences) \
+            if len(hits) > 1 else 0
         by_sentence = self.settings.context_unit == "sentence" or per_paper > 0
         passages = self._sentences_of(hits) if by_sentence else self._chunks_of(hits)
         if per_paper:
             ranked = ranked or self._ranked_sentences(question, query_embedding)
-            passages = _best_quotes_of_each(hits, passages, ranked, asks_for_link(question), per_paper)
+            passages = _best_quotes_of_each(hits, passages, ranked, asks_for_link(question), per_paper,
+                                            whole=() if several else (0,))
         budget, chosen = self.settings.context_tokens, []
         for rank, number, text, embedding in passage_order(passages, hits, query_embedding):
             cost = count_tokens(text)
@@ -414,11 +419,11 @@ def passage_order(passages: list[tuple], hits: list[Hit], query_embedding) -> li
 
 
 def _best_quotes_of_each(hits: list[Hit], passages: list[tuple], ranked, links_asked: bool,
-                         per_paper: int) -> list[tuple]:
+                         per_paper: int, whole: tuple[int, ...] = ()) -> list[tuple]:
     """The sentence passages (rank index, number, text, embedding) that are each paper's `per_paper` best
     quotes (`ranked`: paper -> its sentences, best quote first), without those that point to code unless
-    `links_asked`."""
-    chosen = set()
+    `links_asked`; every passage of the papers at the rank indexes in `whole`."""
+    chosen = {(p[0], p[2]) for p in passages if p[0] in whole}
     for rank, hit in enumerate(hits):
         quotes = [text for text, _ in ranked(hit.paper) if links_asked or not points_to_link(text)]
         chosen |= {(rank, text) for text in quotes[:per_paper]}

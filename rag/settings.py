@@ -34,6 +34,7 @@ DEFAULT_MAX_RETRIES = 2
 DEFAULT_N_CTX = 4096
 DEFAULT_MAX_TOKENS = 384
 DEFAULT_CONTEXT_TOKENS = 800
+DEFAULT_RUNNER_UP_SENTENCES = 2   # chosen on tune: eval/README.md, "Questions about one paper: the runners-up's best sentences"
 DEFAULT_SEVERAL_SENTENCES = 3   # chosen on tune: eval/README.md, "Questions about several papers: each paper's best sentences"
 DEFAULT_MAX_SENTENCES = 5
 DEFAULT_MIN_DENSE_SCORE = 0.10
@@ -171,6 +172,11 @@ class Settings:
                                       "sentences the model reads, its best quotes for the question (0: its chunks, "
                                       "as for any question).",
                                       "RAG_SEVERAL_SENTENCES")
+    runner_up_sentences: int = _setting(DEFAULT_RUNNER_UP_SENTENCES, "For a question about one paper when "
+                                        "several are read, how many of each paper's sentences after the best "
+                                        "paper's the model reads, its best quotes for the question; the best paper "
+                                        "is read whole (0: every paper's chunks, as for any question).",
+                                        "RAG_RUNNER_UP_SENTENCES")
     max_sentences: int = _setting(DEFAULT_MAX_SENTENCES, "Most sentences in an answer.", "RAG_MAX_SENTENCES")
     answer_format: str = _setting("json", "How the model writes: json (schema-constrained items, one source "
                                   "each) or text ([n] markers, few-shot prompt).", "RAG_ANSWER_FORMAT")
@@ -207,6 +213,8 @@ class Settings:
             raise UsageError(f"context unit must be chunk or sentence, got {self.context_unit!r}")
         if self.several_sentences < 0:
             raise UsageError(f"several sentences must be 0 or more, got {self.several_sentences}")
+        if self.runner_up_sentences < 0:
+            raise UsageError(f"runner-up sentences must be 0 or more, got {self.runner_up_sentences}")
         if self.prompt_papers not in ("near_best", "all"):
             raise UsageError(f"prompt papers must be near_best or all, got {self.prompt_papers!r}")
         if self.answer_format not in ("json", "text"):

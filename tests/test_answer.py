@@ -852,6 +852,21 @@ def test_a_question_about_several_papers_that_reads_one_paper_reads_its_chunks(t
     assert len(both) == 2 and all(s.text in split_sentences(s.hit.paper.text) for s in both)
 
 
+def test_a_question_about_one_paper_reads_the_best_paper_whole_and_the_others_best_quotes(tmp_path):
+    """With runner_up_sentences, the best paper is read as its chunks would give it; each other paper only as
+    its best quotes (0: every paper's chunks)."""
+    settings = Settings.from_env(corpus=write_corpus(tmp_path / "c.txt", SMALL_PAPERS), runner_up_sentences=1)
+    question = "What does grokking depend on?"
+    with Retriever(settings) as retriever:
+        found = retriever.search(question, k=2)
+        best, other = Answerer(settings, retriever, ScriptedModel()).build_sources(found.hits, found.query_embedding,
+                                                                                   question)
+        chunks = Answerer(settings.with_overrides(runner_up_sentences=0), retriever,
+                          ScriptedModel()).build_sources(found.hits, found.query_embedding, question)
+    assert best.text == chunks[0].text == found.hits[0].paper.text
+    assert other.text in split_sentences(other.hit.paper.text) and chunks[1].text == other.hit.paper.text
+
+
 def test_a_named_paper_is_read_first_then_passages_by_similarity():
     from rag.answer import passage_order
     from rag.retrieve import Hit
