@@ -425,6 +425,8 @@ def _best_quotes_of_each(hits: list[Hit], passages: list[tuple], ranked, links_a
     `links_asked`; every passage of the papers at the rank indexes in `whole`."""
     chosen = {(p[0], p[2]) for p in passages if p[0] in whole}
     for rank, hit in enumerate(hits):
+        if rank in whole:
+            continue
         quotes = [text for text, _ in ranked(hit.paper) if links_asked or not points_to_link(text)]
         chosen |= {(rank, text) for text in quotes[:per_paper]}
     return [p for p in passages if (p[0], p[2]) in chosen]
