@@ -118,6 +118,18 @@ def test_both_sets_cover_every_type_and_paper():
         g for q in question_set("lexical") for g in q.gold}
 
 
+def test_the_holdout_set_is_worded_away_from_the_abstracts_and_states_their_facts():
+    """eval/holdout.jsonl, the questions no knob was chosen on: every type, gold papers that exist, single-paper
+    questions as far from the abstracts' wording as the paraphrase set's, `expected` strings in the gold abstract."""
+    import statistics
+
+    questions = load_questions(default_question_sets()["lexical"].with_name("holdout.jsonl"), set(PAPERS))
+    assert set(QUESTION_TYPES) - {"category"} <= {q.type for q in questions} and len(questions) >= 80
+    single = [q for q in questions if q.type == "paraphrase"]
+    assert statistics.median(question_overlaps(single, PAPERS).values()) <= 0.20
+    assert all(e in PAPERS[q.gold[0]] for q in questions if q.expected for e in q.expected)
+
+
 def test_a_set_without_gold_papers_is_measured_for_answers_only():
     """A questions file of unanswerable questions alone (eval/nearmiss.jsonl) has nothing to rank: no retrieval
     rows, and no error."""

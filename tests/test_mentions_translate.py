@@ -75,7 +75,7 @@ def test_question_language(text, language):
 def test_no_english_eval_question_is_taken_for_another_language():
     from rag.eval.questions import default_question_sets, eval_dir
 
-    files = list(default_question_sets().values()) + [eval_dir() / "nearmiss.jsonl"]
+    files = list(default_question_sets().values()) + [eval_dir() / name for name in ("nearmiss.jsonl", "holdout.jsonl")]
     rows = [json.loads(line) for path in files for line in path.read_text(encoding="utf-8").splitlines() if line]
     english = [row["question"] for row in rows if row.get("lang", "en") == "en"]
     assert len(english) > 250

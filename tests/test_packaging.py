@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO
 
 EVAL_FILES = ("questions.jsonl", "paraphrase.jsonl", "thresholds.json")   # the default sets and the CI gate
-EXTRA_EVAL_FILES = ("nearmiss.jsonl", "languages.jsonl")   # run with --questions
+EXTRA_EVAL_FILES = ("nearmiss.jsonl", "languages.jsonl", "holdout.jsonl")   # run with --questions
 
 
 @pytest.fixture(scope="module")
