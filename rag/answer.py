@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 
 from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE,
                         MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS, ONE_PAPER_FOR_ONE_QUESTION,
-                        asks_for_link, asks_for_name, asks_for_number, asks_for_several, counted_words, method_names,
+                        asks_for_link, asks_for_name, asks_for_number, asks_for_several, counted_terms, method_names,
                         name_the_paper, names_given, near_the_best, not_stated_claim, points_to_link, quote_order,
                         quoted_claim, words_after_numbers, written_names)
 from rag.corpus import Paper, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import embed_texts
 from rag.errors import BackendError
-from rag.grounding import GroundingChecker, cosine, numbers
+from rag.grounding import GroundingChecker, cosine, numbers, stated_numbers
 from rag.mentions import MentionIndex
 from rag.prompt_safety import Screened, defuse, remove_instructions, screen
 from rag.prompts import load_prompt
@@ -509,7 +509,7 @@ class CitationChecker:
         self._wants_name = asks_for_name(question) and not self._wants_number   # which datasets, benchmarks …
         self._known_words = " ".join([question] + [s.hit.paper.label for s in sources])   # names that give nothing
         self._wants_link = asks_for_link(question)
-        self._counted = grounding.terms(counted_words(question))   # what 'how many' counts, stemmed
+        self._counted = counted_terms(question, grounding.terms)   # what 'how many' counts, stemmed
         self._near_best = {h.paper.paper_id for h in near_the_best([s.hit for s in sources], question)}
         self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not asks_for_several(question)
         self.odds: float | None = None   # the model's log-odds that its sources answer; None: taken as sure
@@ -580,7 +580,7 @@ class CitationChecker:
             return Sentence(text, [], False)
         if points_to_link(text) and not self._wants_link:   # where the code is does not answer the question
             return Sentence(text, cited, False, kind="off_question")
-        if self._wants_number and cited and all(numbers(text) - numbers(s.text) for s in self.sources.values()):
+        if self._wants_number and cited and all(numbers(text) - stated_numbers(s.text) for s in self.sources.values()):
             # a number asked for, and one that no source states: the source's sentence that gives a number
             # of what 'how many' counts, if it has one; any other number could be of something else
             return (self._quote(cited) if self._counted else None) or self._not_stated(cited)
@@ -618,7 +618,8 @@ class CitationChecker:
     def _gives_number(self, text: str) -> bool:
         """Does the sentence give the number the question asks for, one the question does not hold
         ('CogCoM has 17B parameters.' answers 'How many parameters does CogCoM have?')?"""
-        return self._wants_number and bool(numbers(text) - numbers(self.question)) and self._states_number(text)
+        return self._wants_number and bool(stated_numbers(text) - stated_numbers(self.question)) \
+            and self._states_number(text)
 
     def _gives_name(self, text: str) -> bool:
         """Does the sentence name something the question and the papers' labels do not (IM2GPS3K)?"""
@@ -627,7 +628,7 @@ class CitationChecker:
     def _states_number(self, text: str) -> bool:
         """Does the text give a number, and for 'how many X' a number of X ('16 minutes' is not hours)?"""
         if not self._counted:
-            return bool(numbers(text))
+            return bool(stated_numbers(text))
         return bool(self._counted & self.grounding.terms(" ".join(words_after_numbers(text))))
 
     def _not_stated(self, cited: list[int]) -> Sentence:

@@ -46,7 +46,7 @@ import re
 from collections import Counter
 
 from rag.corpus import fold, name_tokens
-from rag.grounding import NUMBER
+from rag.grounding import number_ends
 
 MIN_SOURCE_RELEVANCE = 0.35  # cosine of question and the cited abstract's sentence closest to it (also quoted)
 MIN_PAPER_RELEVANCE = 0.30   # or the paper model's score of the whole abstract (Hit.paper_score), if that model is on
@@ -79,6 +79,7 @@ _GENERIC_NAMES = frozenset("llm llms vlm vlms mllm mllms rl ai nlp ml gpu gpus c
 _TOKEN = re.compile(r"[\w'-]+")
 _FUNCTION_WORD = re.compile(r"\b(?:of|in|on|at|for|to|by|with|from|per|the|an?|that|which|who|is|are|was|were|"
                             r"do|does|did|has|have|had|can|could|will|would)\b", re.IGNORECASE)
+COUNTED_ALIKE = ("examples samples instances",)   # words for the same counted things in abstracts
 _RATIO_WORDS = {"times", "fold"}   # 'how many times (faster)' asks for a ratio, not a count of times
 _COUNTED = re.compile(r"\bhow many\s+([\w'-]+(?:\s+[\w'-]+){0,2})", re.IGNORECASE)
 _PAPERS = r"(?:papers|studies|articles|publications)"
@@ -161,10 +162,20 @@ def counted_words(question: str) -> str:
     return "" if counted.split(" ")[0].lower() in _RATIO_WORDS else counted   # '10×', 'a factor of 10', 'tenfold'
 
 
+def counted_terms(question: str, terms) -> set[str]:
+    """The key terms (`terms`: text -> stemmed terms) of what a 'how many' question counts, with the
+    words that count the same things (COUNTED_ALIKE: 'how many examples' is answered by '10K samples')."""
+    counted = terms(counted_words(question))
+    for alike in COUNTED_ALIKE:
+        if counted & (group := terms(alike)):
+            counted |= group
+    return counted
+
+
 def words_after_numbers(text: str, span: int = 3) -> list[str]:
     """The first `span` words after each number in the text, where what it counts is named
     ('5,731 modern slavery statements'; '16 minutes of audio' -> minutes, of, audio)."""
-    return [w for n in NUMBER.finditer(text) for w in _TOKEN.findall(text[n.end():])[:span]]
+    return [w for end in number_ends(text) for w in _TOKEN.findall(text[end:])[:span]]
 
 
 def asks_for_several(question: str) -> bool:

@@ -10,8 +10,16 @@ the verdict is the same on every run; answer.py and the eval share it.
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
-NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+NUMBER = re.compile(r"(\d+(?:[.,]\d+)*)(?:([kKMB])(?![A-Za-z0-9])|\s+(?i:(thousand|million|billion))\b)?")
+_UNITS = "two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen " \
+         "seventeen eighteen nineteen".split()   # 'one' is left out: it is a pronoun more often than a count
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_WORD_VALUES = {word: n for n, word in enumerate(_UNITS, start=2)} | {word: 10 * n for n, word in enumerate(_TENS, start=2)}
+NUMBER_WORD = re.compile(rf"\b(?i:({'|'.join(_TENS)})(?:-(one|{'|'.join(_UNITS[:8])}))?|({'|'.join(_UNITS)}))\b")
+_SCALES = {"k": 1_000, "thousand": 1_000, "m": 1_000_000, "million": 1_000_000, "b": 1_000_000_000,
+           "billion": 1_000_000_000}
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9-]{2,}")
 STOPWORDS = frozenset("""
 the and for with that this these those from into onto over under than then there their they them
@@ -38,8 +46,34 @@ class Support:
 
 
 def numbers(text: str) -> set[str]:
-    """Numbers as written, without thousands separators: '1,024' -> '1024', '4.2' stays."""
-    return {n.replace(",", "") if re.fullmatch(r"\d{1,3}(,\d{3})+", n) else n for n in NUMBER.findall(text)}
+    """The numbers written in digits, as values: '1,024' -> '1024', '10K' and '10 thousand' -> '10000',
+    '1.5M' -> '1500000'; '4.2' stays."""
+    return {_value(match) for match in NUMBER.finditer(text)}
+
+
+def stated_numbers(text: str) -> set[str]:
+    """numbers(text), and those written in words ('thirty years' -> '30'): what a source states. A claim's
+    numbers are its digits (numbers), so a count the model spells out is not held against it."""
+    return numbers(text) | {_word_value(match) for match in NUMBER_WORD.finditer(text)}
+
+
+def number_ends(text: str) -> list[int]:
+    """Where each number the text states (in digits or in words) ends, in order."""
+    return sorted(m.end() for pattern in (NUMBER, NUMBER_WORD) for m in pattern.finditer(text))
+
+
+def _value(match: re.Match) -> str:
+    digits, scale = match[1], (match[2] or match[3] or "").lower()
+    plain = re.fullmatch(r"\d{1,3}(,\d{3})+", digits)
+    if not scale or not (plain or re.fullmatch(r"\d+(\.\d+)?", digits)):
+        return digits.replace(",", "") if plain else digits
+    value = Decimal(digits.replace(",", "")) * _SCALES[scale]
+    return str(value.quantize(1)) if value == value.to_integral_value() else str(value.normalize())
+
+
+def _word_value(match: re.Match) -> str:
+    tens, unit, alone = (m.lower() if m else None for m in match.groups())
+    return str(_WORD_VALUES[alone] if alone else _WORD_VALUES[tens] + (_WORD_VALUES.get(unit, 1) if unit else 0))
 
 
 class GroundingChecker:
@@ -66,7 +100,7 @@ class GroundingChecker:
 
     def check(self, sentence: str, source_text: str, chunk_embeddings, sentence_embedding=None) -> Support:
         """Is `sentence` backed by a source with this text and these chunk embeddings?"""
-        missing = tuple(sorted(numbers(sentence) - numbers(source_text)))
+        missing = tuple(sorted(numbers(sentence) - stated_numbers(source_text)))
         terms = self.terms(sentence)
         overlap = len(terms & self.terms(source_text)) / len(terms) if terms else 0.0
         vector = sentence_embedding if sentence_embedding is not None else self.embed(sentence)

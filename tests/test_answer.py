@@ -9,10 +9,11 @@ from conftest import SMALL_PAPERS, write_corpus
 from fakes import DoubtingModel, ScriptedModel, items, reply
 from rag.answer import (CANNOT_ANSWER, Answerer, ReplyParser, count_tokens, format_sources, split_inline_citations,
                         split_plain_reply)
-from rag.claims import (FIRM_ODDS, MIN_SURE_ODDS, asks_for_link, asks_for_name, asks_for_several, counted_words,
-                        names_given, points_to_link, quote_order)
+from rag.claims import (FIRM_ODDS, MIN_SURE_ODDS, asks_for_link, asks_for_name, asks_for_several, counted_terms,
+                        counted_words, names_given, points_to_link, quote_order, words_after_numbers)
 from rag.corpus import split_sentences
 from rag.errors import PromptError
+from rag.grounding import numbers, stated_numbers
 from rag.prompts import load_prompt, parse_json_reply
 from rag.retrieve import Retriever
 from rag.settings import Settings
@@ -253,6 +254,48 @@ def test_a_restated_number_question_quotes_the_closest_sentence_that_states_a_nu
 ])
 def test_counted_words(question, counted):
     assert counted_words(question) == counted
+
+
+@pytest.mark.parametrize("text, digits, stated", [
+    ("10K samples from a pool of 300K", {"10000", "300000"}, {"10000", "300000"}),
+    ("10,000 samples from a pool of 300,000", {"10000", "300000"}, {"10000", "300000"}),
+    ("1.5M tokens, 7 billion parameters and 4.2x on 1,024 GPUs", {"1500000", "7000000000", "4.2", "1024"}, None),
+    ("GPT-4o and Qwen2.5", {"4", "2.5"}, None),   # digits inside names stay numbers, as before
+    ("the first improvement in thirty years, with two novel six-colorings", set(), {"30", "2", "6"}),
+    ("twenty-five people, one of them", set(), {"25"}),   # 'one' is more often a pronoun than a count
+])
+def test_numbers_are_values_and_sources_state_them_in_words_too(text, digits, stated):
+    assert numbers(text) == digits
+    assert stated_numbers(text) == (digits if stated is None else stated)
+
+
+def test_what_a_count_counts_is_found_after_numbers_in_digits_or_words():
+    assert words_after_numbers("selected 10K samples from a pool of 300K", span=1) == ["samples"]
+    assert words_after_numbers("the first improvement in thirty years", span=1) == ["years"]
+
+
+def test_counting_examples_is_counting_samples():
+    from rag.grounding import GroundingChecker
+
+    terms = GroundingChecker(None).terms
+    assert counted_terms("How many examples were selected?", terms) >= terms("samples instances")
+    assert counted_terms("How many programmers used it?", terms) == terms("programmers")
+
+
+def test_a_count_in_other_units_and_a_count_in_words_are_stated(tmp_path):
+    """'10,000 examples' is backed by an abstract's '10K samples'; a question whose number the abstract writes
+    in words gets the sentence that writes it, quoted, not 'does not state'."""
+    papers = [SMALL_PAPERS[0], (None, "Grace Hopper", "We present a compiler that turns English-like statements "
+              "into machine code. It was tuned on 10K samples selected from a pool of 300K. It was the first "
+              "improvement to compilers in thirty years.")]
+    corpus = write_corpus(tmp_path / "c.txt", papers)
+    with Retriever(Settings.from_env(corpus=corpus, prompt_papers="all")) as opened:
+        counted = ask(opened, ScriptedModel(reply(("The compiler was tuned on 10,000 examples from 300,000.", [1]))),
+                      "How many examples was the compiler tuned on, and from how large a pool?")
+        restated = ask(opened, ScriptedModel(reply(("The compiler was the first improvement in many years.", [1]))),
+                       "The compiler was the first improvement in how many years?")
+    assert [s.kind for s in counted.sentences] == ["claim"] and not counted.abstained
+    assert [s.kind for s in restated.sentences] == ["quote"] and "thirty years" in restated.answer
 
 
 def test_unsupported_sentence_is_marked_beside_supported_ones(run):
