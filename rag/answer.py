@@ -618,17 +618,17 @@ class CitationChecker:
     def _gives_number(self, text: str) -> bool:
         """Does the sentence give the number the question asks for, one the question does not hold
         ('CogCoM has 17B parameters.' answers 'How many parameters does CogCoM have?')?"""
-        return self._wants_number and bool(stated_numbers(text) - stated_numbers(self.question)) \
-            and self._states_number(text)
+        return self._wants_number and bool(numbers(text) - numbers(self.question)) and self._states_number(text)
 
     def _gives_name(self, text: str) -> bool:
         """Does the sentence name something the question and the papers' labels do not (IM2GPS3K)?"""
         return bool(names_given(text, self._known_words))
 
     def _states_number(self, text: str) -> bool:
-        """Does the text give a number, and for 'how many X' a number of X ('16 minutes' is not hours)?"""
+        """Does the text give a number in digits, and for 'how many X' a number of X, in digits or in words
+        ('16 minutes' is not hours; 'thirty years' are years; a 'two-stage' method gives no size)?"""
         if not self._counted:
-            return bool(stated_numbers(text))
+            return bool(numbers(text))
         return bool(self._counted & self.grounding.terms(" ".join(words_after_numbers(text))))
 
     def _not_stated(self, cited: list[int]) -> Sentence:

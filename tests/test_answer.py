@@ -298,6 +298,17 @@ def test_a_count_in_other_units_and_a_count_in_words_are_stated(tmp_path):
     assert [s.kind for s in restated.sentences] == ["quote"] and "thirty years" in restated.answer
 
 
+def test_a_claim_whose_only_number_is_a_word_gives_way_to_the_sentence_with_the_digits(tmp_path):
+    """'a two-stage pipeline' gives no size: for 'what sizes', the sentence with '3B and 8B' is quoted."""
+    papers = [SMALL_PAPERS[0], (None, "Grace Hopper", "We present a compiler that turns English-like statements "
+              "into machine code with a two-stage pipeline. We release compiler models (3B and 8B).")]
+    corpus = write_corpus(tmp_path / "c.txt", papers)
+    claim = "The compiler models turn statements into machine code with a two-stage pipeline."
+    with Retriever(Settings.from_env(corpus=corpus, prompt_papers="all")) as opened:
+        answer = ask(opened, ScriptedModel(reply((claim, [1]))), "What sizes are the compiler models?")
+    assert [s.kind for s in answer.sentences] == ["quote"] and "(3B and 8B)" in answer.answer
+
+
 def test_unsupported_sentence_is_marked_beside_supported_ones(run):
     answer = run(lambda n: reply((COMPILER, [n["Hopper"]]), ("It runs on 64 GPUs.", [n["Hopper"]])))
     assert not answer.abstained

@@ -33,6 +33,10 @@ def test_alce_recall_and_precision():
     ("用户满意度提高了17.6%，共有201名评审。", ["201", "17.6%"], True),
     ("数据集包含5,731条声明。", ["5,731"], True),   # a thousands separator before a CJK character
     ("It lists 5,7310 items.", ["5,731"], False),
+    ("They trained on 747,000 math problems.", ["747k"], True),   # a bare number is found as its value
+    ("Models of 3 billion and 8B parameters.", ["3B", "8B"], True),
+    ("They trained on 747 math problems.", ["747k"], False),
+    ("Five families of 10 models.", ["5 families"], False),   # words around a number are matched as written
 ])
 def test_expected_strings_are_matched_after_normalising(answer, expected, found):
     assert contains_all(answer, expected) is found
