@@ -1,8 +1,9 @@
 """Deterministic support checks: does a source back an answer sentence?
 
 A sentence is supported by a source when every number it states appears in that
-source, and its key terms are in the source or it is close in meaning to one of the
-source's chunks (cosine similarity of the local embeddings). A sentence that only
+source (as a value: '10,000' is in '10K', '30' in 'thirty'), and its key terms are in
+the source or it is close in meaning to one of the source's chunks (cosine similarity
+of the local embeddings). A sentence that only
 restates the question (fewer than MIN_NEW_TERMS key terms or numbers beyond the
 question's) answers nothing and is never supported. No LLM is involved, so
 the verdict is the same on every run; answer.py and the eval share it.
@@ -16,7 +17,8 @@ NUMBER = re.compile(r"(\d+(?:[.,]\d+)*)(?:([kKMB])(?![A-Za-z0-9])|\s+(?i:(thousa
 _UNITS = "two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen " \
          "seventeen eighteen nineteen".split()   # 'one' is left out: it is a pronoun more often than a count
 _TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
-_WORD_VALUES = {word: n for n, word in enumerate(_UNITS, start=2)} | {word: 10 * n for n, word in enumerate(_TENS, start=2)}
+_WORD_VALUES = {"one": 1} | {word: n for n, word in enumerate(_UNITS, start=2)} \
+    | {word: 10 * n for n, word in enumerate(_TENS, start=2)}   # 'one' only after a ten: 'twenty-one'
 NUMBER_WORD = re.compile(rf"\b(?i:({'|'.join(_TENS)})(?:-(one|{'|'.join(_UNITS[:8])}))?|({'|'.join(_UNITS)}))\b")
 _SCALES = {"k": 1_000, "thousand": 1_000, "m": 1_000_000, "million": 1_000_000, "b": 1_000_000_000,
            "billion": 1_000_000_000}
@@ -73,7 +75,9 @@ def _value(match: re.Match) -> str:
 
 def _word_value(match: re.Match) -> str:
     tens, unit, alone = (m.lower() if m else None for m in match.groups())
-    return str(_WORD_VALUES[alone] if alone else _WORD_VALUES[tens] + (_WORD_VALUES.get(unit, 1) if unit else 0))
+    if alone:
+        return str(_WORD_VALUES[alone])
+    return str(_WORD_VALUES[tens] + (_WORD_VALUES[unit] if unit else 0))
 
 
 class GroundingChecker:
