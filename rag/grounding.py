@@ -3,9 +3,9 @@
 A sentence is supported by a source when every number it states appears in that
 source (as a value: '10,000' is in '10K', '30' in 'thirty'), and its key terms are in
 the source or it is close in meaning to one of the source's chunks (cosine similarity
-of the local embeddings). A sentence that only
-restates the question (fewer than MIN_NEW_TERMS key terms or numbers beyond the
-question's) answers nothing and is never supported. No LLM is involved, so
+of the local embeddings). A sentence that only restates the question (fewer than
+MIN_NEW_TERMS key terms or numbers beyond the question's) answers nothing and is
+never supported. No LLM is involved, so
 the verdict is the same on every run; answer.py and the eval share it.
 """
 

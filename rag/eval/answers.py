@@ -20,9 +20,9 @@ import unicodedata
 from rag.answer import Answerer
 from rag.disk_cache import read_json_lines
 from rag.errors import UsageError
-from rag.grounding import numbers
 from rag.eval.questions import QUESTION_TYPES, Question
 from rag.eval.judge import GroundingJudge, LLMJudge
+from rag.grounding import NUMBER, numbers
 from rag.retrieve import Retriever
 from rag.settings import Settings
 from rag.translate import translator_for
@@ -148,14 +148,11 @@ def alce_scores(sentences: list[tuple[str, list[str]]], supports) -> dict:
     return {"recall": supported_sentences / len(sentences), "precision": needed / total if total else None}
 
 
-_ONE_NUMBER = re.compile(r"\d[\d.,]*\s?[kKMB]?")   # '747k', '10K', '3B', '1,024' (not '10.4%' or '5 families')
-
-
 def contains_all(answer: str, expected) -> bool:
     """Every expected string is in the answer, compared after normalise(); one that is a bare number is
     also found as its value, however written ('747k' in '747,000 problems', as the answer checks read it)."""
     text = normalise(answer)
-    return all(normalise(e) in text or (_ONE_NUMBER.fullmatch(e.strip()) and numbers(e) <= numbers(answer))
+    return all(normalise(e) in text or (NUMBER.fullmatch(e.strip()) and numbers(e) <= numbers(answer))
                for e in expected)
 
 
