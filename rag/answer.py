@@ -28,7 +28,7 @@ from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_PAPER_RELEVAN
                         MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS, ONE_PAPER_FOR_ONE_QUESTION,
                         asks_for_link, asks_for_name, asks_for_number, asks_for_several, counted_terms, method_names,
                         name_the_paper, names_given, near_the_best, not_stated_claim, points_to_link, quote_order,
-                        quoted_claim, words_after_numbers, written_names)
+                        quoted_claim, whole_sentence, words_after_numbers, written_names)
 from rag.corpus import Paper, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import embed_texts
@@ -607,9 +607,12 @@ class CitationChecker:
             return self._quote(backing) or self._not_stated(backing)   # its sentence that states one, if any
         if backing and self._wants_name and not self._gives_name(text):   # 'evaluated on real-world datasets'
             return self._quote(backing) or self._not_stated(backing)   # its sentence that names them, if any
+        if len(backing) > 1:
+            return Sentence(text, backing, True)
         if backing:
             label = self.sources[backing[0]].hit.paper.label
-            return Sentence(name_the_paper(text, label) if len(backing) == 1 else text, backing, True)
+            return self._whole_sentence_of(text, backing[0]) \
+                or Sentence(name_the_paper(text, label, first=not self._has_shown(backing[0])), backing, True)
         owners = [n for n in cited if self._names_belong(names, [n])]
         if owners and not self._on_topic(owners):   # unsupported, and about a paper that does not answer
             return Sentence(text, owners, False, kind="off_question")
@@ -683,8 +686,7 @@ class CitationChecker:
             return None
         if self._asked_methods and not self._asked_methods & self._names[cited[0]]:
             return None   # the question names a method this paper does not mention
-        if any(s.supported and s.kind != "not_stated" and self._renumbered.get(cited[0]) in s.citations
-               for s in self.sentences):
+        if self._has_shown(cited[0]):
             return None   # the paper already has a checked sentence: quoting it again adds nothing
         paper = self.sources[cited[0]].hit.paper
         ranked = [(text, similarity) for text, similarity in self.ranked_sentences(paper)
@@ -699,6 +701,20 @@ class CitationChecker:
                 return self._not_stated(cited)   # the paper is on the question, the number or name asked is not in it
         sentence = ranked[0][0]
         return Sentence(quoted_claim(paper.label, sentence), cited[:1], True, kind="quote", quote=sentence)
+
+    def _has_shown(self, n: int) -> bool:
+        """Does an answering sentence about source n come before (a checked claim or quote)?"""
+        return any(s.supported and s.kind != "not_stated" and self._renumbered.get(n) in s.citations
+                   for s in self.sentences)
+
+    def _whole_sentence_of(self, text: str, n: int) -> Sentence | None:
+        """A claim that is the tail of one of source n's sentences, as that whole sentence quoted (claims.whole_sentence)."""
+        if self.ranked_sentences is None:
+            return None
+        paper = self.sources[n].hit.paper
+        sentence = whole_sentence(text, [s for s, _ in self.ranked_sentences(paper)])
+        return None if sentence is None else Sentence(quoted_claim(paper.label, sentence), [n], True, kind="quote",
+                                                      quote=sentence)
 
     def _close_enough_to_quote(self, n: int) -> bool:
         """A fallback quote's paper is our choice, not the model's: it must be close to the question as

@@ -37,7 +37,9 @@ Three rules that grounding.py's support check does not cover, each deterministic
 - a sentence that points to code or data ("Our code is available at https://…") answers only a
   question that asks for them (`points_to_link`, `asks_for_link`).
 A shown claim that speaks of its paper without naming it ("The paper shows", "We propose") is
-named (`name_the_paper`).
+named, and a paper's first shown claim that does not name it starts with its label
+(`name_the_paper`); a claim that starts in the middle of one of its source's sentences (a lowercase
+first word: the model copied a tail) gives way to that whole sentence, quoted (`whole_sentence`).
 The floors were chosen on the tune parts of eval/ (eval/README.md).
 """
 
@@ -226,19 +228,32 @@ def quoted_claim(label: str, sentence: str) -> str:
     return f'{label}: "{sentence}"'
 
 
-def name_the_paper(claim: str, label: str) -> str:
+def name_the_paper(claim: str, label: str, first: bool = False) -> str:
     """A claim that speaks of its paper without naming it, named: 'The paper shows …' -> 'The paper by
     Label shows …'; 'We propose …' -> 'Label propose …' (for a label of several authors, so the verb
-    still agrees). Any other claim, and one that names the paper already, is returned as it is."""
+    still agrees). The `first` claim shown about a paper that still does not name it starts with the
+    label, as a quote does ('GFPO curbs …' -> 'Shrivastava et al.: GFPO curbs …'), so each paper an
+    answer lists is named where it is told. A claim that names the paper is returned as it is."""
     if any(name.lower() in claim.lower() for name in label.removesuffix(" et al.").split(" and ")):
         return claim
     subject = _UNNAMED_SUBJECT.match(claim)
-    if subject is None:
-        return claim
-    if subject["kind"]:
+    if subject is not None and subject["kind"]:
         return f"The {subject['kind'].lower()} by {label}{claim[subject.end():]}"
     several_authors = label.endswith(" et al.") or " and " in label
-    return f"{label}{claim[subject.end():]}" if several_authors else claim
+    if subject is not None and several_authors:
+        return f"{label}{claim[subject.end():]}"
+    return f"{label}: {claim}" if first else claim
+
+
+def whole_sentence(claim: str, sentences: list[str]) -> str | None:
+    """The source sentence that a claim is the tail of: a claim whose first word is a lowercase word and
+    whose first words stand inside one of `sentences`, after its start ('the leaf node is not a valid
+    building block, …' of 'In retrosynthesis, the leaf node is not a valid building block, …'); else None."""
+    words = claim.split()
+    if not words or not (words[0].isalpha() and words[0].islower()):
+        return None
+    opening = " ".join(words[:4]).lower()
+    return next((sentence for sentence in sentences if " ".join(sentence.split()).lower().find(opening) > 0), None)
 
 
 def not_stated_claim(label: str) -> str:

@@ -60,7 +60,7 @@ def test_citations_map_to_the_papers_given(run):
     answer = run(lambda n: reply((GROKKING, [n["Lovelace and Babbage"]]), (COMPILER, [n["Hopper"]])))
     assert not answer.abstained and answer.invalid_citations == []
     assert labels(answer) == ["Lovelace and Babbage", "Hopper"]
-    assert answer.answer == f"2 of the papers answer this:\n- {GROKKING} [1]\n- {COMPILER} [2]"
+    assert answer.answer == f"2 of the papers answer this:\n- Lovelace and Babbage: {GROKKING} [1]\n- Hopper: {COMPILER} [2]"
     assert all(s.supported for s in answer.sentences)
 
 
@@ -98,7 +98,7 @@ def test_a_citation_of_the_wrong_source_moves_to_the_one_that_backs_it(run):
 def test_inline_markers_in_json_text_are_checked_too(run):
     answer = run(lambda n: reply((f"{GROKKING} [{n['Lovelace and Babbage']}][9]", [])))
     assert labels(answer) == ["Lovelace and Babbage"] and answer.invalid_citations == ["[9]"]
-    assert answer.sentences[0].text == GROKKING
+    assert answer.sentences[0].text == f"Lovelace and Babbage: {GROKKING}"
 
 
 def test_uncited_sentence_gets_a_citation_only_when_supported(run):
@@ -379,7 +379,7 @@ def test_streamed_text_and_sentences(retriever):
     Answerer(retriever.settings, retriever, model).ask("grokking and compilers", k=3,
                                                         on_text=texts.append, on_sentence=sentences.append)
     assert texts == [GROKKING, COMPILER], "text streams a finished sentence at a time"
-    assert [s.text for s in sentences] == [GROKKING, COMPILER]
+    assert [s.text.split(": ", 1)[1] for s in sentences] == [GROKKING, COMPILER]   # each named by its label
 
 
 def test_a_text_cut_at_the_length_limit_keeps_its_finished_sentences():
@@ -588,7 +588,7 @@ def test_an_unsupported_claim_about_a_paper_off_the_question_is_held_back_not_sh
     invented = "Hopper reports that the compiler halves memory use on scientific workloads."   # no source backs it
     answer = run(lambda n: items((GROKKING, n["Lovelace and Babbage"]), (invented, n["Hopper"])),
                  question=GROKKING_QUESTION)
-    assert answer.answer == f"{GROKKING} [1]" and labels(answer) == ["Lovelace and Babbage"]
+    assert answer.answer == f"Lovelace and Babbage: {GROKKING} [1]" and labels(answer) == ["Lovelace and Babbage"]
     assert [s.kind for s in answer.sentences] == ["claim"]
 
 
@@ -620,7 +620,8 @@ def test_a_question_that_asks_for_a_number_gets_no_quote_in_place_of_an_answer(r
 def test_only_the_sentences_that_answer_the_question_are_shown(run):
     answer = run(lambda n: items((GROKKING, n["Lovelace and Babbage"]), (COMPILER, n["Hopper"])),
                  question=GROKKING_QUESTION)
-    assert not answer.abstained and answer.answer == f"{GROKKING} [1]" and labels(answer) == ["Lovelace and Babbage"]
+    assert not answer.abstained and answer.answer == f"Lovelace and Babbage: {GROKKING} [1]"
+    assert labels(answer) == ["Lovelace and Babbage"]
 
 
 @pytest.mark.parametrize("question, margin", [
@@ -670,7 +671,7 @@ def test_a_question_about_one_paper_is_answered_about_the_first_paper_shown(run,
     answer = run(lambda n: items((COMPILER, n["Hopper"]), (GROKKING, n["Lovelace and Babbage"])),
                  question="What happens in grokking and what does the compiler do?")
     assert [s.kind for s in answer.sentences] == ["claim"] and labels(answer) == ["Hopper"]
-    assert answer.answer == f"{COMPILER} [1]"
+    assert answer.answer == f"Hopper: {COMPILER} [1]"
 
 
 @pytest.mark.parametrize("question, several", [
@@ -763,12 +764,12 @@ def test_an_invented_author_pair_is_not_supported():
 def test_claims_about_several_papers_are_a_lead_and_a_list(run):
     answer = run(lambda n: items((GROKKING, n["Lovelace and Babbage"]), (COMPILER, n["Hopper"])))
     assert answer.lead == "2 of the papers answer this:"
-    assert answer.answer == f"2 of the papers answer this:\n- {GROKKING} [1]\n- {COMPILER} [2]"
+    assert answer.answer == f"2 of the papers answer this:\n- Lovelace and Babbage: {GROKKING} [1]\n- Hopper: {COMPILER} [2]"
 
 
 def test_a_claim_about_one_paper_is_plain_text(run):
     answer = run(lambda n: items((GROKKING, n["Lovelace and Babbage"])))
-    assert answer.lead is None and answer.answer == f"{GROKKING} [1]"
+    assert answer.lead is None and answer.answer == f"Lovelace and Babbage: {GROKKING} [1]"
 
 
 def test_a_cut_text_is_not_cut_after_et_al():
@@ -953,6 +954,46 @@ def test_a_claim_that_does_not_name_its_paper_is_named(claim, label, named):
     from rag.claims import name_the_paper
 
     assert name_the_paper(claim, label) == named
+
+
+@pytest.mark.parametrize("claim, label, named", [
+    ("GFPO curbs length growth.", "Shrivastava et al.", "Shrivastava et al.: GFPO curbs length growth."),
+    ("We propose X.", "Ying", "Ying: We propose X."),
+    ("We propose X.", "Yang et al.", "Yang et al. propose X."),
+    ("Cynthia Rudin and her co-authors proposed SPLIT.", "Babbar et al.",
+     "Babbar et al.: Cynthia Rudin and her co-authors proposed SPLIT."),
+    ("Shrivastava et al. curb length growth.", "Shrivastava et al.", "Shrivastava et al. curb length growth."),
+])
+def test_the_first_claim_about_a_paper_that_does_not_name_it_starts_with_its_label(claim, label, named):
+    from rag.claims import name_the_paper
+
+    assert name_the_paper(claim, label, first=True) == named
+
+
+@pytest.mark.parametrize("claim, whole", [
+    ("weight decay controls the delay.", "Test accuracy jumps, and weight decay controls the delay."),
+    ("Weight decay controls the delay.", None),     # a sentence of its own
+    ("weight decay is all you need.", None),        # its first words are not the source's
+    ("rStar-Math boosts math reasoning.", None),    # a name written in lowercase is not a cut
+])
+def test_a_claim_cut_from_the_middle_of_a_source_sentence_is_found(claim, whole):
+    from rag.claims import whole_sentence
+
+    sentences = ["We study grokking.", "Test accuracy jumps, and weight decay controls the delay."]
+    assert whole_sentence(claim, sentences) == whole
+
+
+def test_a_paper_is_named_once_and_a_cut_claim_gives_way_to_its_whole_sentence(run):
+    answer = run(lambda n: items((GROKKING, n["Lovelace and Babbage"]),
+                                 ("Weight decay controls how long grokking is delayed.", n["Lovelace and Babbage"])),
+                 question=GROKKING_QUESTION)
+    assert answer.answer == (f"Lovelace and Babbage: {GROKKING} [1] "
+                             "Weight decay controls how long grokking is delayed. [1]")
+    cut = run(lambda n: items(("weight decay controls the delay.", n["Lovelace and Babbage"])),
+              question=GROKKING_QUESTION)
+    whole = "Test accuracy jumps long after training accuracy saturates, and weight decay controls the delay."
+    assert [(s.kind, s.quote) for s in cut.sentences] == [("quote", whole)]
+    assert cut.answer == f'Lovelace and Babbage: "{whole}" [1]'
 
 
 def test_an_answer_names_the_paper_a_claim_speaks_of(run):

@@ -8,7 +8,7 @@ from fakes import QuotingModel, opener
 from rag.eval.answers import alce_scores, contains_all, percentile, score_answer, share, summarise
 from rag.cli import main
 from rag.eval.questions import Question
-from rag.eval.judge import parse_verdict
+from rag.eval.judge import parse_verdict, without_label
 
 
 def test_alce_recall_and_precision():
@@ -121,6 +121,16 @@ def test_litqa_accuracy_precision_and_abstention_rates():
 ])
 def test_llm_judge_verdicts_are_read_from_fences_prose_or_a_cut_reply(reply_text, supported):
     assert parse_verdict(reply_text) is supported
+
+
+@pytest.mark.parametrize("claim, judged", [
+    ("Hopper: The compiler cuts time.", "The compiler cuts time."),
+    ('Hopper: "It cuts time."', '"It cuts time."'),
+    ("Hopper shows the compiler cuts time.", "Hopper shows the compiler cuts time."),   # a claim about her
+    ("Lovelace and Babbage: Grokking is late.", "Lovelace and Babbage: Grokking is late."),   # not a cited label
+])
+def test_the_grounding_judge_reads_a_claim_without_the_label_that_cites_it(claim, judged):
+    assert without_label(claim, ["Hopper"]) == judged
 
 
 def test_share_and_percentile_are_the_evals_and_the_benchs():

@@ -495,7 +495,7 @@ def test_ask_endpoint_streams_then_returns_the_cited_answer(ui_url, fake_model):
     final = job.result()
     assert len(updates) > 2 and not updates[0]["done"] and updates[0]["answer"] in final["answer"]
     assert final["done"] and not final["abstained"]
-    assert final["answer"] == GFPO_SENTENCE[0] + " [1]"
+    assert final["answer"] == "Shrivastava et al.: " + GFPO_SENTENCE[0] + " [1]"
     assert final["citations"][0]["label"] == "Shrivastava et al." and len(final["sources"]) == 5
     assert "GFPO (Group Filtered Policy Optimization)" in final["evidence"][final["citations"][0]["paper_id"]][0]
     json.dumps(final)  # plain JSON all the way down
