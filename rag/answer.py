@@ -28,7 +28,8 @@ from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_PAPER_RELEVAN
                         MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS, ONE_PAPER_FOR_ONE_QUESTION,
                         asks_for_link, asks_for_name, asks_for_number, asks_for_several, counted_terms, method_names,
                         name_the_paper, names_given, near_the_best, not_stated_claim, points_to_link, quote_order,
-                        quoted_claim, whole_sentence, words_after_numbers, written_names)
+                        quoted_claim, split_label, whole_sentence, words_after_numbers,
+                        written_names)
 from rag.corpus import Paper, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import embed_texts
@@ -306,12 +307,13 @@ class Answerer:
             record.answer = f"{prefix} {record.answer}"
 
     def _translate_back(self, record: Answer) -> None:
-        """Checked English sentences -> the question's language, citations kept on their sentences."""
+        """Checked English sentences -> the question's language, citations kept on their sentences and a
+        sentence's leading 'Label: ' as written (a name is not translated: claims.split_label)."""
         started = time.perf_counter()
-        english = [s.text for s in record.sentences]
-        translated = self.translator.from_english(english, record.language)
-        record.sentences = [Sentence(text, s.citations, s.supported, s.text if text != s.text else None, s.kind,
-                                     s.quote) for text, s in zip(translated, record.sentences)]
+        labelled = [split_label(s.text, [c.paper.label for c in record.citations]) for s in record.sentences]
+        translated = self.translator.from_english([text for _, text in labelled], record.language)
+        record.sentences = [Sentence(label + text, s.citations, s.supported, s.text if label + text != s.text else None,
+                                     s.kind, s.quote) for (label, _), text, s in zip(labelled, translated, record.sentences)]
         record.timings["translate_answer_s"] = time.perf_counter() - started
 
     @staticmethod

@@ -256,6 +256,16 @@ def whole_sentence(claim: str, sentences: list[str]) -> str | None:
     return next((sentence for sentence in sentences if " ".join(sentence.split()).lower().find(opening) > 0), None)
 
 
+def split_label(sentence: str, labels: list[str]) -> tuple[str, str]:
+    """('Label: ', the rest) for a sentence that starts with one of these papers' labels and a colon
+    (name_the_paper, quoted_claim); ('', the sentence) for any other. The label is the citation, written
+    out: a translation keeps it as it is, and the eval's grounding judge does not look for it in the abstract."""
+    for label in labels:
+        if sentence.startswith(f"{label}: "):
+            return f"{label}: ", sentence[len(label) + 2:]
+    return "", sentence
+
+
 def not_stated_claim(label: str) -> str:
     """The fixed sentence for a fact the model gave a number for that its source does not state."""
     return f"The abstract of {label} does not state this."

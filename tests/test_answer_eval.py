@@ -8,7 +8,8 @@ from fakes import QuotingModel, opener
 from rag.eval.answers import alce_scores, contains_all, percentile, score_answer, share, summarise
 from rag.cli import main
 from rag.eval.questions import Question
-from rag.eval.judge import parse_verdict, without_label
+from rag.claims import split_label
+from rag.eval.judge import parse_verdict
 
 
 def test_alce_recall_and_precision():
@@ -130,7 +131,7 @@ def test_llm_judge_verdicts_are_read_from_fences_prose_or_a_cut_reply(reply_text
     ("Lovelace and Babbage: Grokking is late.", "Lovelace and Babbage: Grokking is late."),   # not a cited label
 ])
 def test_the_grounding_judge_reads_a_claim_without_the_label_that_cites_it(claim, judged):
-    assert without_label(claim, ["Hopper"]) == judged
+    assert split_label(claim, ["Hopper"])[1] == judged
 
 
 def test_share_and_percentile_are_the_evals_and_the_benchs():

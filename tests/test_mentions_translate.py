@@ -143,8 +143,10 @@ def test_answer_in_the_question_language(real_settings, tmp_path):
         answer = Answerer(real_settings, retriever, model, translator).ask("哪些方法可以缩短推理长度？")
     data = answer.to_json()
     assert data["language"] == "Chinese" and data["query"] == "What methods reduce reasoning length?"
-    assert not data["abstained"] and data["answer"].startswith("GFPO 通过") and data["answer"].endswith("[1]")
-    assert data["sentences"][0]["english"] == sentence and data["sentences"][0]["supported"]
+    label = data["citations"][0]["label"]   # a name is not translated: only the claim after it is
+    assert not data["abstained"] and data["answer"].startswith(f"{label}: GFPO 通过") and data["answer"].endswith("[1]")
+    assert data["sentences"][0]["english"] == f"{label}: {sentence}" and data["sentences"][0]["supported"]
+    assert sentence in model.history[2][-1]["content"] and label not in model.history[2][-1]["content"]
     assert "What methods reduce reasoning length?" in model.history[1][-1]["content"]
 
 

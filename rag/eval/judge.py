@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from rag.disk_cache import DiskCache, content_key
+from rag.claims import split_label
 from rag.grounding import GroundingChecker
 from rag.prompt_safety import defuse, screen
 from rag.prompts import load_prompt, parse_json_reply, prompt_hashes
@@ -36,17 +37,8 @@ class GroundingJudge:
             self._chunks.update(self.retriever.chunks_of(missing))
         chunks = [chunk for p in paper_ids for chunk in self._chunks.get(p, [])]
         text = " ".join(self.retriever.paper(p).text for p in paper_ids)
-        claim = without_label(claim, [self.retriever.paper(p).label for p in paper_ids])
+        claim = split_label(claim, [self.retriever.paper(p).label for p in paper_ids])[1]   # judged without it
         return self.grounding.check(claim, text, [embedding for _, embedding in chunks]).supported
-
-
-def without_label(claim: str, labels: list[str]) -> str:
-    """The claim without the 'Label: ' that names the paper it cites (claims.name_the_paper, quoted_claim):
-    the label is the citation, judged by the citation figures, not a word the abstract must hold."""
-    for label in labels:
-        if claim.startswith(f"{label}: "):
-            return claim[len(label) + 2:]
-    return claim
 
 
 class LLMJudge:
