@@ -4,7 +4,10 @@ Covers what the embedding model misses: rare technical terms such as 'grokking',
 names and category words. Scores whole papers (cleaned abstract text, authors and
 category, accent-folded, English stemming and stopwords), and gives each question its
 ceiling: the score a paper would get that matched every question word as well as the
-best-matching paper does, a scale that does not depend on which paper wins. It neither
+best-matching paper does, a scale that does not depend on which paper wins. The words a
+question uses to ask for papers rather than to say what about ("Which papers study …, and what
+do they find?": `ASKING_WORDS`) are not searched: an abstract that happens to say "study" and
+"find" often is not closer to the topic. It neither
 embeds nor fuses: retrieve.py combines these scores with dense ones. Building the index takes seconds at
 tens of thousands of papers, so it can be kept on disk and reused while the papers are
 the same.
@@ -13,12 +16,15 @@ the same.
 import hashlib
 import logging
 import os
+import re
 import shutil
 from pathlib import Path
 
 from rag.corpus import Paper, fold
 
 KEYWORD_FORMAT = 1   # bump when searchable_text or the tokenisation changes
+ASKING_WORDS = re.compile(r"\b(?:papers?|stud(?:y|ies|ied)|find(?:s|ings)?|found|articles?|publications?)\b",
+                          re.IGNORECASE)   # chosen on the eval's tune parts (eval/README.md)
 _COMPLETE = "complete"
 
 
@@ -49,7 +55,7 @@ class KeywordIndex:
         if self._retriever is None:
             return {}
         self._retriever.similarity_top_k = min(top_n, len(self._retriever.corpus))
-        found = self._retriever.retrieve(fold(question))
+        found = self._retriever.retrieve(searched_words(question))
         return {hit.node.node_id: hit.score for hit in found if hit.score > 0}
 
 
@@ -59,7 +65,7 @@ class KeywordIndex:
             return 0.0
         import bm25s
 
-        tokens = bm25s.tokenize(fold(question), stemmer=self._retriever.stemmer, return_ids=False,
+        tokens = bm25s.tokenize(searched_words(question), stemmer=self._retriever.stemmer, return_ids=False,
                                 token_pattern=self._retriever.token_pattern, show_progress=False)[0]
         ids = self._retriever.bm25.get_tokens_ids(tokens)
         return float(sum(self._best_per_term()[i] for i in ids))
@@ -74,6 +80,11 @@ class KeywordIndex:
             self._term_best = numpy.array([data[a:b].max() if b > a else 0.0
                                            for a, b in zip(starts[:-1], starts[1:])])
         return self._term_best
+
+
+def searched_words(question: str) -> str:
+    """The question as BM25 searches it: accent-folded, without the words that ask for papers (ASKING_WORDS)."""
+    return ASKING_WORDS.sub(" ", fold(question))
 
 
 def searchable_text(paper: Paper) -> str:

@@ -24,9 +24,21 @@ def test_reasoning_length_finds_shrivastava_in_top_3(retriever):
     assert "Vaishnavi Shrivastava" in first_authors(result)[:3]
 
 
-def test_grokking_finds_both_grokking_papers_in_top_5(retriever):
-    result = retriever.search("Which papers study grokking?")
+@pytest.mark.parametrize("question", ["Which papers study grokking?",
+                                      "Which papers study grokking, and what do they find?"])
+def test_grokking_finds_both_grokking_papers_in_top_5(retriever, question):
+    result = retriever.search(question)
     assert {"Neil Mallinar", "Themistoklis Haris"} <= set(first_authors(result)[:5])
+
+
+def test_the_words_that_ask_for_papers_are_not_searched_by_keyword(retriever):
+    from rag.keyword_index import searched_words
+
+    assert searched_words("Which Papers study grokking, and what do they find?").split() == \
+        ["which", "grokking,", "and", "what", "do", "they", "?"]
+    index = retriever.keyword_index
+    assert index.scores("Which papers study grokking?", 80) == index.scores("Which grokking?", 80)
+    assert index.ceiling("papers studies findings") == 0.0 and index.scores("papers", 5) == {}
 
 
 def test_results_are_distinct_papers_in_score_order(retriever):
