@@ -310,10 +310,11 @@ class Answerer:
         """Checked English sentences -> the question's language, citations kept on their sentences and a
         sentence's leading 'Label: ' as written (a name is not translated: claims.split_label)."""
         started = time.perf_counter()
-        labelled = [split_label(s.text, [c.paper.label for c in record.citations]) for s in record.sentences]
-        translated = self.translator.from_english([text for _, text in labelled], record.language)
+        labels = [c.paper.label for c in record.citations]
+        parts = [split_label(s.text, labels) for s in record.sentences]
+        translated = self.translator.from_english([text for _, text in parts], record.language)
         record.sentences = [Sentence(label + text, s.citations, s.supported, s.text if label + text != s.text else None,
-                                     s.kind, s.quote) for (label, _), text, s in zip(labelled, translated, record.sentences)]
+                                     s.kind, s.quote) for (label, _), text, s in zip(parts, translated, record.sentences)]
         record.timings["translate_answer_s"] = time.perf_counter() - started
 
     @staticmethod

@@ -225,7 +225,12 @@ def quoted_claim(label: str, sentence: str) -> str:
     """The form that stands in for a restated question: 'Label: "the abstract's sentence"'."""
     if len(sentence) > MAX_QUOTE_CHARS:
         sentence = sentence[:MAX_QUOTE_CHARS].rsplit(" ", 1)[0] + " …"
-    return f'{label}: "{sentence}"'
+    return labelled(label, f'"{sentence}"')
+
+
+def labelled(label: str, text: str) -> str:
+    """A sentence that names its paper by starting with the label: 'Label: text' (split_label reads it)."""
+    return f"{label}: {text}"
 
 
 def name_the_paper(claim: str, label: str, first: bool = False) -> str:
@@ -242,7 +247,7 @@ def name_the_paper(claim: str, label: str, first: bool = False) -> str:
     several_authors = label.endswith(" et al.") or " and " in label
     if subject is not None and several_authors:
         return f"{label}{claim[subject.end():]}"
-    return f"{label}: {claim}" if first else claim
+    return labelled(label, claim) if first else claim
 
 
 def whole_sentence(claim: str, sentences: list[str]) -> str | None:
@@ -261,8 +266,9 @@ def split_label(sentence: str, labels: list[str]) -> tuple[str, str]:
     (name_the_paper, quoted_claim); ('', the sentence) for any other. The label is the citation, written
     out: a translation keeps it as it is, and the eval's grounding judge does not look for it in the abstract."""
     for label in labels:
-        if sentence.startswith(f"{label}: "):
-            return f"{label}: ", sentence[len(label) + 2:]
+        prefix = labelled(label, "")
+        if sentence.startswith(prefix):
+            return prefix, sentence[len(prefix):]
     return "", sentence
 
 

@@ -36,8 +36,9 @@ class GroundingJudge:
         if missing:
             self._chunks.update(self.retriever.chunks_of(missing))
         chunks = [chunk for p in paper_ids for chunk in self._chunks.get(p, [])]
-        text = " ".join(self.retriever.paper(p).text for p in paper_ids)
-        claim = split_label(claim, [self.retriever.paper(p).label for p in paper_ids])[1]   # judged without it
+        papers = [self.retriever.paper(p) for p in paper_ids]
+        text = " ".join(paper.text for paper in papers)
+        claim = split_label(claim, [paper.label for paper in papers])[1]   # judged without it
         return self.grounding.check(claim, text, [embedding for _, embedding in chunks]).supported
 
 
