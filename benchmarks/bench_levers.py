@@ -6,16 +6,18 @@ a warm-up question asked first), prints median time to first token, total time a
 prompt tokens under: the defaults; every retrieved paper given to the model, not only those near
 the best (`RAG_PROMPT_PAPERS=all`); smaller context budgets, by chunk and by sentence;
 llama.cpp's prefix cache defeated (the system prompt evaluated every time); n_ctx 2048;
-one thread; prompt-lookup (n-gram) speculative decoding (llama-cpp-python's
+one thread; the weights repacked at load (llama.cpp's default, RAG_REPACK_WEIGHTS=on); prompt-lookup (n-gram) speculative decoding (llama-cpp-python's
 LlamaPromptLookupDecoding, which needs the logits of every position, `logits_all`), with the
 share of replies that stay the same as without it; and a new `rag ask` process per question
-(the models loaded every time), with the saved system turn (rag.prefix_state) and without it.
+(the models loaded every time), with the saved system turn (rag.prefix_state), without it, and with
+the weights repacked.
 `--levers` picks rows of LEVERS or OTHER_LEVERS by name. Quality is not measured here: compare settings with
 `rag eval --diff`.
 """
 
 import argparse
 import json
+import os
 import statistics
 import shutil
 import subprocess
@@ -25,6 +27,7 @@ from pathlib import Path
 
 from rag.answer import Answerer
 from rag.bench.measure import SEARCH_QUESTIONS, WARM_UP_QUESTION
+from rag.engine import new_llama, repacks_weights
 from rag.llm import GGUF_NAME, PREFIX_STATES, LocalModel, check_local_engine, top_k_grammar_llama
 from rag.retrieve import Retriever
 from rag.settings import Settings, available_cores
@@ -38,6 +41,7 @@ LEVERS = {   # name -> settings overrides
     "context 300 tokens, by sentence": {"context_tokens": 300, "context_unit": "sentence"},
     "n_ctx 2048": {"n_ctx": 2048},
     "1 thread": {"threads": 1},
+    "weights repacked at load (llama.cpp's default)": {"repack_weights": "on"},
 }
 
 
@@ -60,9 +64,9 @@ class PromptLookupModel(LocalModel):
 
         self.path, self.model = check_local_engine(settings), GGUF_NAME
         threads = settings.threads or available_cores()
-        self._llama = top_k_grammar_llama()(
-            model_path=str(self.path), n_ctx=settings.n_ctx, n_threads=threads, n_threads_batch=threads,
-            verbose=False, logits_all=True, draft_model=LlamaPromptLookupDecoding(num_pred_tokens=num_pred_tokens))
+        self._llama = new_llama(top_k_grammar_llama(), str(self.path), n_ctx=settings.n_ctx, n_threads=threads,
+                                repack=repacks_weights(settings.repack_weights), logits_all=True,
+                                draft_model=LlamaPromptLookupDecoding(num_pred_tokens=num_pred_tokens))
 
 
 def in_process(settings: Settings, retriever: Retriever, questions: list[str], forget: bool = False,
@@ -77,17 +81,18 @@ def in_process(settings: Settings, retriever: Retriever, questions: list[str], f
     return rows
 
 
-def new_process(settings: Settings, questions: list[str], forget_prefix: bool = False) -> list[dict]:
+def new_process(settings: Settings, questions: list[str], forget_prefix: bool = False,
+                environment: dict | None = None) -> list[dict]:
     """`rag ask --json` in a fresh process per question: total is the process's wall time. With
     forget_prefix, the saved system turns (rag.prefix_state) are deleted first, so each process reads
-    its system turn again (and saves it)."""
+    its system turn again (and saves it); `environment` adds variables to the process's."""
     rows = []
     for question in questions:
         if forget_prefix:
             shutil.rmtree(Path(settings.derived_cache_dir) / PREFIX_STATES, ignore_errors=True)
         started = time.perf_counter()
         out = subprocess.run([str(Path(sys.executable).parent / "rag"), "ask", "--json", question],
-                             capture_output=True, text=True, check=True)
+                             capture_output=True, text=True, check=True, env={**os.environ, **(environment or {})})
         timings = json.loads(out.stdout)["timings"]
         wall = time.perf_counter() - started
         # first token as the user sees it: start-up (wall minus in-process total) plus the in-process first token
@@ -145,6 +150,9 @@ OTHER_LEVERS = {   # the levers that are not settings: name -> function giving t
         "new process per question": summary(new_process(base, questions))},
     "new process per question without the saved system turn": lambda base, retriever, questions: {
         "new process per question without the saved system turn": summary(new_process(base, questions, forget_prefix=True))},
+    "new process per question, weights repacked": lambda base, retriever, questions: {
+        "new process per question, weights repacked": summary(new_process(
+            base, questions, environment={"RAG_REPACK_WEIGHTS": "on"}))},
 }
 
 

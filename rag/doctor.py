@@ -110,12 +110,15 @@ def check_engine(settings: Settings, model: Check) -> Check:
         return Check("engine", None if model.ok is None else False,
                      f"llama-cpp-python {version}, not probed: {'not used' if model.ok is None else 'no model file'}")
     threads = settings.threads or available_cores()
+    repack = engine.repacks_weights(settings.repack_weights)
     try:
-        result = engine.run_probe(Path(model.facts["path"]), threads)
+        result = engine.run_probe(Path(model.facts["path"]), threads, repack)
     except RagError as err:
         return Check("engine", False, str(err), {"llama_cpp_version": version})
-    return Check("engine", True, f"llama-cpp-python {version}, {threads} threads · {result.system_info}",
-                 {"llama_cpp_version": version, "threads": threads, "system_info": result.system_info,
+    layout = "weights repacked" if repack else "weights as stored"
+    return Check("engine", True, f"llama-cpp-python {version}, {threads} threads, {layout} · {result.system_info}",
+                 {"llama_cpp_version": version, "threads": threads, "repack_weights": repack,
+                  "system_info": result.system_info,
                   "probe_s": result.seconds, "probe_prompt_tokens": result.prompt_tokens})
 
 

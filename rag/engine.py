@@ -5,10 +5,12 @@ with SIGILL on its first decode and takes the whole process with it, with no mes
 `check_engine` runs a probe in a child process (import llama_cpp, load the model, decode a
 short prompt with the threads the answer will use) and turns a child that dies into an
 EngineError that names the signal and the command that rebuilds the engine. A passing
-verdict is cached per build, model file, CPU and thread count, so later starts pay nothing.
+verdict is cached per build, model file, CPU, thread count and weight layout, so later starts
+pay nothing.
 
-This module does not load the model for answering (llm.py does) and never imports
-llama_cpp in the calling process.
+`new_llama` is the one place a llama_cpp.Llama is built, so the probe, the answering model
+(llm.py) and the benchmarks load the weights alike. This module never imports llama_cpp in the
+calling process.
 """
 
 import functools
@@ -18,12 +20,13 @@ import platform
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from rag.disk_cache import DiskCache, content_key
-from rag.engine_build import first_processor, installed_version, read_cpuinfo
+from rag.engine_build import first_processor, installed_version, is_x86, read_cpuinfo
 from rag.errors import EngineError
 
 PROBE_TIMEOUT_S = 300
@@ -31,6 +34,7 @@ PROBE_PROMPT = ("The probe reads a short prompt in one batch, as an answer reads
                 "two tokens. " * 4)
 VERDICTS_FILE = "engine_verdicts.jsonl"
 VERDICT_VERSION = 1
+_DEFAULT_PARAMS_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -48,20 +52,48 @@ def rebuild_command(portable: bool = False) -> str:
     return f"{sys.executable} -m rag.engine_build {'--portable' if portable else '--force'}"
 
 
-def check_engine(derived_cache_dir: Path, model_path: Path, n_threads: int) -> None:
+def repacks_weights(choice: str, machine: str | None = None) -> bool:
+    """Whether llama.cpp lays the model's weights out anew at load (its CPU_REPACK buffers) for `choice`
+    (RAG_REPACK_WEIGHTS): auto = not on x86, where the weights as stored read prompts faster and load
+    in a third of the time (docs/engine-builds.md), llama.cpp's default elsewhere (not measured)."""
+    return choice == "on" or (choice == "auto" and not is_x86(machine))
+
+
+def new_llama(llama_class, model_path: str, n_ctx: int, n_threads: int, repack: bool, **options):
+    """`llama_class(...)` (llama_cpp.Llama or a subclass) loading `model_path` with llama.cpp's weight
+    repacking on or off. llama-cpp-python 0.3.36's Llama has no option for it (the model parameter
+    use_extra_bufts), so the default-parameters function it calls is wrapped while this one loads."""
+    import llama_cpp
+
+    def default_params():
+        params = plain_defaults()
+        params.use_extra_bufts = repack
+        return params
+
+    with _DEFAULT_PARAMS_LOCK:
+        plain_defaults = llama_cpp.llama_cpp.llama_model_default_params
+        llama_cpp.llama_cpp.llama_model_default_params = default_params
+        try:
+            return llama_class(model_path=model_path, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
+                               verbose=False, **options)
+        finally:
+            llama_cpp.llama_cpp.llama_model_default_params = plain_defaults
+
+
+def check_engine(derived_cache_dir: Path, model_path: Path, n_threads: int, repack: bool) -> None:
     """Raise EngineError unless a probe child ran this build on this CPU; a passing verdict is cached."""
-    key = verdict_key(model_path, n_threads)
+    key = verdict_key(model_path, n_threads, repack)
     verdicts = DiskCache(Path(derived_cache_dir) / VERDICTS_FILE)
     if verdicts.get(key) is not None:
         return
-    result = run_probe(model_path, n_threads)
+    result = run_probe(model_path, n_threads, repack)
     verdicts.put(key, {"version": VERDICT_VERSION, "system_info": result.system_info,
                        "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
 
 
-def run_probe(model_path: Path, n_threads: int) -> ProbeResult:
+def run_probe(model_path: Path, n_threads: int, repack: bool) -> ProbeResult:
     """Load the model and decode a few tokens in a child process; EngineError if it fails or dies."""
-    command = [sys.executable, "-m", "rag.engine", str(model_path), str(n_threads)]
+    command = [sys.executable, "-m", "rag.engine", str(model_path), str(n_threads), "on" if repack else "off"]
     try:
         child = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
                                stdin=subprocess.DEVNULL)
@@ -106,10 +138,11 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else "no message"
 
 
-def verdict_key(model_path: Path, n_threads: int) -> str:
-    """What a verdict depends on: the engine's files, the model file, this CPU and the thread count."""
+def verdict_key(model_path: Path, n_threads: int, repack: bool) -> str:
+    """What a verdict depends on: the engine's files, the model file, this CPU, the thread count and
+    whether the weights are repacked (other kernels run)."""
     return content_key([str(VERDICT_VERSION), *engine_fingerprint(), *_file_fingerprint(Path(model_path)),
-                        cpu_fingerprint(), str(n_threads)])
+                        cpu_fingerprint(), str(n_threads), *(["repacked"] if repack else [])])
 
 
 @functools.cache
@@ -140,13 +173,12 @@ def cpu_fingerprint() -> str:
     return " ".join(fields.get(name, "") for name in ("model name", "flags", "Features", "CPU part"))
 
 
-def _probe(model_path: str, n_threads: int) -> ProbeResult:
+def _probe(model_path: str, n_threads: int, repack: bool) -> ProbeResult:
     """Run in the child: load the model, read PROBE_PROMPT in one batch, write two tokens."""
     import llama_cpp
 
     started = time.perf_counter()
-    llama = llama_cpp.Llama(model_path=model_path, n_ctx=512, n_threads=n_threads, n_threads_batch=n_threads,
-                            verbose=False)
+    llama = new_llama(llama_cpp.Llama, model_path, n_ctx=512, n_threads=n_threads, repack=repack)
     try:
         reply = llama.create_completion(PROBE_PROMPT, max_tokens=2, temperature=0.0)
     finally:
@@ -156,5 +188,5 @@ def _probe(model_path: str, n_threads: int) -> ProbeResult:
                        seconds=round(time.perf_counter() - started, 3))
 
 
-if __name__ == "__main__":   # the probe child: python -m rag.engine MODEL_PATH N_THREADS
-    print(json.dumps(_probe(sys.argv[1], int(sys.argv[2])).__dict__))
+if __name__ == "__main__":   # the probe child: python -m rag.engine MODEL_PATH N_THREADS on|off
+    print(json.dumps(_probe(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "on").__dict__))

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Iterator, Protocol
 
-from rag.engine import check_engine
+from rag.engine import check_engine, new_llama, repacks_weights
 from rag.errors import BackendError, ModelError, UsageError
 from rag.model_files import join_parts
 from rag.prefix_state import PrefixStates
@@ -64,8 +64,10 @@ class LocalModel:
     def __init__(self, settings: Settings):
         self.path = check_local_engine(settings)
         self.model = GGUF_NAME
-        self._llama = load_llama(str(self.path), settings.n_ctx, settings.threads or available_cores())
-        self._prefixes = PrefixStates(self._llama, Path(settings.derived_cache_dir) / PREFIX_STATES, GGUF_SHA256)
+        repack = repacks_weights(settings.repack_weights)
+        self._llama = load_llama(str(self.path), settings.n_ctx, settings.threads or available_cores(), repack)
+        self._prefixes = PrefixStates(self._llama, Path(settings.derived_cache_dir) / PREFIX_STATES,
+                                      GGUF_SHA256 + (" repacked" if repack else ""))
 
     def stream(self, messages, schema, max_tokens):
         self.prompt_tokens(messages)   # a clear error for a prompt the context cannot hold
@@ -123,20 +125,20 @@ class LocalModel:
 def check_local_engine(settings: Settings) -> Path:
     """The joined model file, once a child process has shown this llama.cpp build runs it here."""
     path = local_model_file(settings.cache_dir)
-    check_engine(settings.derived_cache_dir, path, settings.threads or available_cores())
+    check_engine(settings.derived_cache_dir, path, settings.threads or available_cores(),
+                 repacks_weights(settings.repack_weights))
     return path
 
 
 @functools.cache
-def load_llama(path: str, n_ctx: int, n_threads: int):
+def load_llama(path: str, n_ctx: int, n_threads: int, repack: bool):
     """Load the GGUF once per process."""
     try:
         llama_class = top_k_grammar_llama()
     except ImportError:
         raise ModelError("llama-cpp-python is not installed: run the README's set-up command") from None
     try:
-        llama = llama_class(model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
-                            verbose=False)
+        llama = new_llama(llama_class, path, n_ctx=n_ctx, n_threads=n_threads, repack=repack)
         atexit.register(llama.close)   # freed before interpreter teardown, not in __del__ after it
         return llama
     except (ValueError, RuntimeError, MemoryError) as err:

@@ -5,8 +5,9 @@ what differs from the prompt before. A new process has read nothing: the system 
 of the answer prompt) would cost ~2.5 s before every first answer. `PrefixStates.restore` gives the
 context that reading from a file instead (~7 MB, loaded in ~10 ms), or reads it once and saves it;
 llama-cpp-python's prefix reuse then reads only the rest. A file is named by a hash of everything
-its state depends on (the model, llama.cpp's version and build, the context size, the prefix text),
-so a changed prompt or engine gets a new file; a file that does not load is read again and replaced.
+its state depends on (the model and its weight layout, llama.cpp's version and build, the context
+size, the prefix text), so a changed prompt or engine gets a new file; a file that does not load is
+read again and replaced.
 """
 
 import ctypes

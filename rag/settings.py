@@ -158,6 +158,9 @@ class Settings:
     max_retries: int = _setting(DEFAULT_MAX_RETRIES, "Retries of a failed remote request.", "RAG_MAX_RETRIES")
     n_ctx: int = _setting(DEFAULT_N_CTX, "Context window of the local model, in tokens.", "RAG_N_CTX")
     threads: int = _setting(0, "CPU threads for the local model; 0 = every available core.", "RAG_THREADS")
+    repack_weights: str = _setting("auto", "Whether llama.cpp lays the local model's weights out anew when it "
+                                   "loads them (its CPU_REPACK buffers): on, off, or auto (off on x86, where the "
+                                   "stored layout reads prompts faster; on elsewhere).", "RAG_REPACK_WEIGHTS")
     max_tokens: int = _setting(DEFAULT_MAX_TOKENS, "Most tokens an answer may take.", "RAG_MAX_TOKENS")
     context_tokens: int = _setting(DEFAULT_CONTEXT_TOKENS, "Token budget (tiktoken cl100k) for the source "
                                    "chunks in the prompt.", "RAG_CONTEXT_TOKENS")
@@ -207,6 +210,8 @@ class Settings:
             raise UsageError(f"retrieval must be one of {', '.join(RETRIEVAL_METHODS)}, got {self.retrieval!r}")
         if self.translate not in ("auto", "off"):
             raise UsageError(f"translate must be auto or off, got {self.translate!r}")
+        if self.repack_weights not in ("auto", "on", "off"):
+            raise UsageError(f"repack weights must be auto, on or off, got {self.repack_weights!r}")
         if self.embed_runtime not in ("onnx", "torch"):
             raise UsageError(f"embed runtime must be onnx or torch, got {self.embed_runtime!r}")
         if self.context_unit not in ("chunk", "sentence"):

@@ -84,10 +84,21 @@ __version__ = "0.0.0-fake"
 MODE = os.environ.get("FAKE_ENGINE", "works")
 
 
+class _ModelParams:
+    use_extra_bufts = True
+
+
+class llama_cpp:   # the low-level module, as far as rag.engine.new_llama uses it
+    @staticmethod
+    def llama_model_default_params():
+        return _ModelParams()
+
+
 class Llama:
     def __init__(self, **options):
+        repacked = " repacked" if llama_cpp.llama_model_default_params().use_extra_bufts else ""
         with open(os.environ["FAKE_ENGINE_LOG"], "a") as log:
-            log.write(f"load {options.get('n_threads')}\\n")
+            log.write(f"load {options.get('n_threads')}{repacked}\\n")
         if MODE == "sigill":
             os.kill(os.getpid(), signal.SIGILL)
         if MODE == "broken":

@@ -25,43 +25,51 @@ def test_a_build_that_dies_with_sigill_is_one_line_naming_the_rebuild(fake_engin
     monkeypatch.setenv("FAKE_ENGINE", "sigill")
     cache = model_file.parent.parent
     with pytest.raises(EngineError) as caught:
-        engine.check_engine(cache, model_file, 2)
+        engine.check_engine(cache, model_file, 2, False)
     message = str(caught.value)
     assert "SIGILL (illegal instruction)" in message and "\n" not in message
     assert message.endswith(f"rebuild it: {sys.executable} -m rag.engine_build --portable")
     assert loads(fake_engine) == ["load 2"]
     with pytest.raises(EngineError):   # a failure is not cached: the next start probes again
-        engine.check_engine(cache, model_file, 2)
+        engine.check_engine(cache, model_file, 2, False)
     assert len(loads(fake_engine)) == 2
 
 
 def test_a_build_that_cannot_load_is_one_line(fake_engine, model_file, monkeypatch):
     monkeypatch.setenv("FAKE_ENGINE", "broken")
     with pytest.raises(EngineError, match=r"failed a test run \(OSError: libggml-cpu.so: cannot open"):
-        engine.check_engine(model_file.parent.parent, model_file, 2)
+        engine.check_engine(model_file.parent.parent, model_file, 2, False)
 
 
-def test_a_passing_verdict_is_cached_per_build_model_cpu_and_threads(fake_engine, model_file):
+def test_a_passing_verdict_is_cached_per_build_model_cpu_threads_and_weight_layout(fake_engine, model_file):
     cache = model_file.parent.parent
-    engine.check_engine(cache, model_file, 2)
-    engine.check_engine(cache, model_file, 2)
+    engine.check_engine(cache, model_file, 2, False)
+    engine.check_engine(cache, model_file, 2, False)
     assert loads(fake_engine) == ["load 2"]          # the second start paid nothing
-    engine.check_engine(cache, model_file, 1)
+    engine.check_engine(cache, model_file, 1, False)
     assert loads(fake_engine) == ["load 2", "load 1"]   # other threads, other verdict
+    engine.check_engine(cache, model_file, 2, True)
+    assert loads(fake_engine)[-1] == "load 2 repacked"   # the probe loads the weights as the answers will
     os.utime(model_file, ns=(1, 1))                   # a replaced model file is probed again
-    engine.check_engine(cache, model_file, 2)
-    assert len(loads(fake_engine)) == 3
+    engine.check_engine(cache, model_file, 2, False)
+    assert len(loads(fake_engine)) == 4
+
+
+@pytest.mark.parametrize("choice, machine, repack", [("auto", "x86_64", False), ("auto", "aarch64", True),
+                                                    ("on", "x86_64", True), ("off", "arm64", False)])
+def test_weights_are_repacked_by_choice_and_by_default_only_off_x86(choice, machine, repack):
+    assert engine.repacks_weights(choice, machine) is repack
 
 
 def test_a_torn_verdict_line_is_probed_again(fake_engine, model_file):
     cache = model_file.parent.parent
     (cache / engine.VERDICTS_FILE).write_text('{"key": "abc", "val')
-    engine.check_engine(cache, model_file, 2)
+    engine.check_engine(cache, model_file, 2, False)
     assert loads(fake_engine) == ["load 2"]
 
 
 def test_the_probe_reports_the_engines_system_info(fake_engine, model_file):
-    result = engine.run_probe(model_file, 2)
+    result = engine.run_probe(model_file, 2, False)
     assert result.system_info == "CPU : AVX2 = 1 | FAKE = 1 |" and result.prompt_tokens == 42
 
 

@@ -12,6 +12,7 @@ import rag.model_files
 from rag import llm
 from rag.answer import CANNOT_ANSWER, Answerer
 from rag.claims import MIN_SURE_ODDS
+from rag.engine import new_llama, repacks_weights
 from rag.errors import ModelError
 from rag.llm import open_model
 from rag.retrieve import Retriever
@@ -134,7 +135,8 @@ def test_grammar_checked_on_likeliest_tokens_first_gives_the_same_reply(local_mo
     monkeypatch.setattr(llm, "GRAMMAR_CANDIDATES", candidates)
     options = dict(messages=messages, temperature=0.0, max_tokens=80,
                    response_format={"type": "json_object", "schema": answer_schema(3)})
-    plain = Llama(model_path=str(local_model.path), n_ctx=1024, n_threads=2, verbose=False)
+    plain = new_llama(Llama, str(local_model.path), n_ctx=1024, n_threads=2,
+                      repack=repacks_weights(Settings().repack_weights))
     try:
         expected = plain.create_chat_completion(**options)["choices"][0]["message"]["content"]
     finally:
@@ -163,8 +165,8 @@ def test_a_system_turn_read_in_one_process_is_loaded_in_the_next_with_the_same_r
     assert states.restore(PREFIX_MESSAGES) == "held"   # the chat prompt began with the prefix as tokenized here
     assert states.restore(PREFIX_MESSAGES[1:]) == "none"
 
-    fresh = llm.top_k_grammar_llama()(model_path=str(local_model.path), n_ctx=local_model._llama.n_ctx(),
-                                      n_threads=2, verbose=False)   # a new process's context: nothing read
+    fresh = new_llama(llm.top_k_grammar_llama(), str(local_model.path), n_ctx=local_model._llama.n_ctx(), n_threads=2,
+                      repack=repacks_weights(Settings().repack_weights))   # a new process's context: nothing read
     try:
         assert PrefixStates(fresh, tmp_path, "test").restore(PREFIX_MESSAGES) == "loaded"
         assert fresh.n_tokens == len(states.prefix_tokens(PREFIX_MESSAGES))
