@@ -1,4 +1,5 @@
-"""Keyword (BM25) scores of papers for a question, with llama-index's BM25 retriever.
+"""Keyword (BM25) scores of papers for a question, with bm25s (the library under llama-index's BM25
+retriever, used directly: a search then imports no llama-index, ~0.7 s of a new process's start).
 
 Covers what the embedding model misses: rare technical terms such as 'grokking', author
 names and category words. Scores whole papers (cleaned abstract text, authors and
@@ -14,6 +15,7 @@ the same.
 """
 
 import hashlib
+import json
 import logging
 import os
 import re
@@ -22,60 +24,72 @@ from pathlib import Path
 
 from rag.corpus import Paper, fold
 
-KEYWORD_FORMAT = 1   # bump when searchable_text or the tokenisation changes
+KEYWORD_FORMAT = 2   # bump when searchable_text, the tokenisation or the saved files change
 ASKING_WORDS = re.compile(r"\b(?:papers?|stud(?:y|ies|ied)|find(?:s|ings)?|found|articles?|publications?)\b",
                           re.IGNORECASE)   # chosen on the eval's tune parts (eval/README.md)
+STOPWORDS = "en"   # bm25s's English list, left out of the papers' words
+TOKEN_PATTERN = r"(?u)\b\w\w+\b"   # words of two or more letters or digits
 _COMPLETE = "complete"
+_PAPER_IDS = "paper_ids.json"   # the paper of each row of the saved index
 
 
 class KeywordIndex:
     """A BM25 index over the given papers, built in memory or read from `folder`."""
 
     def __init__(self, papers: list[Paper], folder: Path | None = None):
-        from llama_index.retrievers.bm25 import BM25Retriever
-
         logging.getLogger("bm25s").setLevel(logging.ERROR)
-        self._retriever = None
+        self._bm25 = None
+        self._ids: list[str] = []
         self._term_best = None
         if not papers:
             return
+        import Stemmer
+
+        self._stemmer = Stemmer.Stemmer("english")
         saved = Path(folder) / papers_key(papers) if folder is not None else None
         if saved is not None and (saved / _COMPLETE).is_file():
             try:
-                self._retriever = BM25Retriever.from_persist_dir(str(saved), show_progress=False)
+                self._bm25, self._ids = _load(saved)
                 return
             except (OSError, ValueError, KeyError):
                 pass   # unreadable: build it again below
-        self._retriever = _build(papers)
+        self._bm25, self._ids = _build(papers, self._stemmer)
         if saved is not None:
-            _save(self._retriever, saved)
+            _save(self._bm25, self._ids, saved)
 
     def scores(self, question: str, top_n: int) -> dict[str, float]:
-        """paper_id -> BM25 score for the best `top_n` papers with a score above zero."""
-        if self._retriever is None:
+        """paper_id -> BM25 score for the best `top_n` papers with a score above zero, best first."""
+        ids = self._word_ids(question)
+        if not ids:
             return {}
-        self._retriever.similarity_top_k = min(top_n, len(self._retriever.corpus))
-        found = self._retriever.retrieve(searched_words(question))
-        return {hit.node.node_id: hit.score for hit in found if hit.score > 0}
+        import numpy
 
+        scores = self._bm25.get_scores_from_ids(ids)
+        top_n = min(top_n, len(scores))
+        best = numpy.argpartition(-scores, top_n - 1)[:top_n]
+        best = best[numpy.argsort(-scores[best], kind="stable")]
+        return {self._ids[i]: float(scores[i]) for i in best if scores[i] > 0}
 
     def ceiling(self, question: str) -> float:
         """The sum, over the question's indexed words, of the best BM25 score one paper has for that word."""
-        if self._retriever is None:
-            return 0.0
+        return float(sum(self._best_per_term()[i] for i in self._word_ids(question)))
+
+    def _word_ids(self, question: str) -> list[int]:
+        """The index's ids of the question's searched words, stemmed (words the papers never use are left out)."""
+        if self._bm25 is None:
+            return []
         import bm25s
 
-        tokens = bm25s.tokenize(searched_words(question), stemmer=self._retriever.stemmer, return_ids=False,
-                                token_pattern=self._retriever.token_pattern, show_progress=False)[0]
-        ids = self._retriever.bm25.get_tokens_ids(tokens)
-        return float(sum(self._best_per_term()[i] for i in ids))
+        tokens = bm25s.tokenize(searched_words(question), stemmer=self._stemmer, return_ids=False,
+                                token_pattern=TOKEN_PATTERN, show_progress=False)[0]
+        return self._bm25.get_tokens_ids(tokens)
 
     def _best_per_term(self):
         """Per vocabulary id, the highest score any paper has for that word (BM25's word-by-paper matrix)."""
         if self._term_best is None:
             import numpy
 
-            matrix = self._retriever.bm25.scores
+            matrix = self._bm25.scores
             starts, data = matrix["indptr"], matrix["data"]
             self._term_best = numpy.array([data[a:b].max() if b > a else 0.0
                                            for a, b in zip(starts[:-1], starts[1:])])
@@ -102,21 +116,35 @@ def papers_key(papers: list[Paper]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _build(papers: list[Paper]):
-    from llama_index.core.schema import TextNode
-    from llama_index.retrievers.bm25 import BM25Retriever
+def _build(papers: list[Paper], stemmer):
+    """The BM25 index of the papers' searchable text, and the paper id of each of its rows."""
+    import bm25s
 
-    nodes = [TextNode(id_=p.paper_id, text=searchable_text(p)) for p in papers]
-    return BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=len(nodes), language="en")
+    tokens = bm25s.tokenize([searchable_text(p) for p in papers], stopwords=STOPWORDS, stemmer=stemmer,
+                            token_pattern=TOKEN_PATTERN, show_progress=False)
+    bm25 = bm25s.BM25()
+    bm25.index(tokens, show_progress=False)
+    return bm25, [p.paper_id for p in papers]
 
 
-def _save(retriever, target: Path) -> None:
+def _load(folder: Path):
+    import bm25s
+
+    ids = json.loads((folder / _PAPER_IDS).read_text(encoding="utf-8"))
+    bm25 = bm25s.BM25.load(str(folder))
+    if len(ids) != int(bm25.scores["num_docs"]):
+        raise ValueError(f"{folder}: {len(ids)} paper ids for {bm25.scores['num_docs']} rows")
+    return bm25, ids
+
+
+def _save(bm25, ids: list[str], target: Path) -> None:
     """Write the index next to its final place, then move it there; older saved indexes are removed."""
     partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
     try:
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
-        retriever.persist(str(partial), show_progress=False)
+        bm25.save(str(partial))
+        (partial / _PAPER_IDS).write_text(json.dumps(ids), encoding="utf-8")
         (partial / _COMPLETE).touch()
         for old in target.parent.iterdir():
             if old != partial:

@@ -22,8 +22,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from llama_index.core.base.embeddings.base import BaseEmbedding
-from pydantic import PrivateAttr
 
 from rag.embed_cache import model_key
 from rag.errors import ModelError
@@ -111,18 +109,17 @@ def _export(folder: Path, name: str, out: Path) -> np.ndarray:
     return model.encode(list(CHECK_TEXTS), normalize_embeddings=True)
 
 
-class OnnxEmbedding(BaseEmbedding):
-    """A llama-index embedding model run by ONNX Runtime: mean of the token vectors, normalised."""
-
-    _session = PrivateAttr()
-    _tokenizer = PrivateAttr()
-    _inputs = PrivateAttr()
+class OnnxEmbedding:
+    """An embedding model run by ONNX Runtime: mean of the token vectors, normalised. It answers the
+    calls rag makes of llama-index's embedding models (torch's HuggingFaceEmbedding), so either runtime
+    serves the same callers, without being one: a search then imports no llama-index."""
 
     def __init__(self, folder: Path, onnx_file: Path, threads: int = 0, embed_batch_size: int = 32):
-        super().__init__(model_name=str(folder), embed_batch_size=embed_batch_size)
         import onnxruntime
         from tokenizers import Tokenizer
 
+        self.model_name = str(folder)
+        self.embed_batch_size = embed_batch_size
         options = onnxruntime.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
@@ -131,10 +128,6 @@ class OnnxEmbedding(BaseEmbedding):
         self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_length(folder))
         self._tokenizer.enable_padding()
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "OnnxEmbedding"
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """One normalised vector per text (a row each)."""
@@ -147,14 +140,13 @@ class OnnxEmbedding(BaseEmbedding):
         pooled = (tokens * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
-    def _get_query_embedding(self, query: str) -> list[float]:
+    def get_query_embedding(self, query: str) -> list[float]:
         return self.embed([query])[0].tolist()
 
-    def _get_text_embedding(self, text: str) -> list[float]:
+    def get_text_embedding(self, text: str) -> list[float]:
         return self.embed([text])[0].tolist()
 
-    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-        return self.embed(texts).tolist()
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._get_query_embedding(query)
+    def get_text_embedding_batch(self, texts: list[str]) -> list[list[float]]:
+        """The texts' vectors, embedded embed_batch_size at a time."""
+        return [vector for start in range(0, len(texts), self.embed_batch_size)
+                for vector in self.embed(texts[start:start + self.embed_batch_size]).tolist()]

@@ -131,7 +131,7 @@ def test_the_keyword_index_is_kept_on_disk_and_rebuilt_when_the_papers_change(tm
     built = keyword_index.KeywordIndex(papers, tmp_path)
     saved = list(tmp_path.iterdir())
     assert [p.name for p in saved] == [keyword_index.papers_key(papers)] and (saved[0] / "complete").is_file()
-    monkeypatch.setattr(keyword_index, "_build", lambda papers: pytest.fail("rebuilt an index that was saved"))
+    monkeypatch.setattr(keyword_index, "_build", lambda papers, stemmer: pytest.fail("rebuilt an index that was saved"))
     again = keyword_index.KeywordIndex(papers, tmp_path)
     assert again.scores("Which papers study grokking?", 5) == built.scores("Which papers study grokking?", 5)
     monkeypatch.undo()
