@@ -84,7 +84,7 @@ class GroundingChecker:
     """Checks sentences against sources with the index's embedding model."""
 
     def __init__(self, embed_model):
-        import Stemmer  # PyStemmer, installed with the BM25 retriever
+        import Stemmer  # PyStemmer, the keyword index's stemmer too
 
         self.embed_model = embed_model
         self._stem_words = Stemmer.Stemmer("english").stemWords
