@@ -150,8 +150,8 @@ OTHER_LEVERS = {   # the levers that are not settings: name -> function giving t
         "new process per question": summary(new_process(base, questions))},
     "new process per question without the saved system turn": lambda base, retriever, questions: {
         "new process per question without the saved system turn": summary(new_process(base, questions, forget_prefix=True))},
-    "new process per question, weights repacked": lambda base, retriever, questions: {
-        "new process per question, weights repacked": summary(new_process(
+    "new process per question with the weights repacked": lambda base, retriever, questions: {
+        "new process per question with the weights repacked": summary(new_process(
             base, questions, environment={"RAG_REPACK_WEIGHTS": "on"}))},
 }
 
