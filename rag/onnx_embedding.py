@@ -118,7 +118,6 @@ class OnnxEmbedding:
         import onnxruntime
         from tokenizers import Tokenizer
 
-        self.model_name = str(folder)
         self.embed_batch_size = embed_batch_size
         options = onnxruntime.SessionOptions()
         if threads:
