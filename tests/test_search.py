@@ -140,6 +140,19 @@ def test_the_keyword_index_is_kept_on_disk_and_rebuilt_when_the_papers_change(tm
     assert set(fewer.scores("Which papers study grokking?", 80)) <= {p.paper_id for p in papers[:40]}
 
 
+def test_a_saved_keyword_index_missing_a_file_is_built_again(tmp_path):
+    from rag import keyword_index
+    from rag.library import load_corpus
+
+    papers = list(load_corpus([DATA]).papers)
+    built = keyword_index.KeywordIndex(papers, tmp_path)
+    saved = tmp_path / keyword_index.papers_key(papers)
+    (saved / "paper_ids.json").unlink()   # marked complete, but a file is gone
+    again = keyword_index.KeywordIndex(papers, tmp_path)
+    assert again.scores("Which papers study grokking?", 80) == built.scores("Which papers study grokking?", 80)
+    assert (saved / "paper_ids.json").is_file() and (saved / "complete").is_file()
+
+
 def english_eval_questions():
     from rag.eval.questions import default_question_sets, load_questions
 
