@@ -130,6 +130,17 @@ def test_the_holdout_set_is_worded_away_from_the_abstracts_and_states_their_fact
     assert all(e in PAPERS[q.gold[0]] for q in questions if q.expected for e in q.expected)
 
 
+def test_the_short_set_asks_in_a_few_words():
+    """eval/short.jsonl: questions of at most 16 words; answerable ones with gold papers that exist, unanswerable
+    ones either off the corpus (no gold) or next to one paper whose abstract lacks the fact asked (that paper)."""
+    questions = load_questions(default_question_sets()["lexical"].with_name("short.jsonl"), set(PAPERS))
+    assert len(questions) >= 50 and {q.type for q in questions} == {"paraphrase", "multi", "unanswerable"}
+    assert all(len(q.question.split()) <= 16 for q in questions)
+    assert all(q.gold for q in questions if q.answerable)
+    assert all(len(q.gold) >= 2 for q in questions if q.type == "multi")
+    assert all(len(q.gold) <= 1 for q in questions if not q.answerable)
+
+
 def test_a_set_without_gold_papers_is_measured_for_answers_only():
     """A questions file of unanswerable questions alone (eval/nearmiss.jsonl) has nothing to rank: no retrieval
     rows, and no error."""
