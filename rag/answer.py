@@ -34,7 +34,7 @@ from rag.corpus import Paper, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import embed_texts
 from rag.errors import BackendError
-from rag.grounding import GroundingChecker, cosine, numbers, stated_numbers
+from rag.grounding import GroundingChecker, cosine, numbers, quantities, stated_numbers
 from rag.mentions import MentionIndex
 from rag.prompt_safety import Screened, defuse, remove_instructions, screen
 from rag.prompts import load_prompt
@@ -624,7 +624,7 @@ class CitationChecker:
     def _gives_number(self, text: str) -> bool:
         """Does the sentence give the number the question asks for, one the question does not hold
         ('CogCoM has 17B parameters.' answers 'How many parameters does CogCoM have?')?"""
-        return self._wants_number and bool(numbers(text) - numbers(self.question)) and self._states_number(text)
+        return self._wants_number and bool(quantities(text) - quantities(self.question)) and self._states_number(text)
 
     def _gives_name(self, text: str) -> bool:
         """Does the sentence name something the question and the papers' labels do not (IM2GPS3K)?"""
@@ -632,9 +632,10 @@ class CitationChecker:
 
     def _states_number(self, text: str) -> bool:
         """Does the text give a number in digits, and for 'how many X' a number of X, in digits or in words
-        ('16 minutes' is not hours; 'thirty years' are years; a 'two-stage' method gives no size)?"""
+        ('16 minutes' is not hours; 'thirty years' are years; a 'two-stage' method gives no size; the digits
+        of a name such as IM2GPS3K give no value)?"""
         if not self._counted:
-            return bool(numbers(text))
+            return bool(quantities(text))
         return bool(self._counted & self.grounding.terms(" ".join(words_after_numbers(text))))
 
     def _not_stated(self, cited: list[int]) -> Sentence:

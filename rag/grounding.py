@@ -53,6 +53,21 @@ def numbers(text: str) -> set[str]:
     return {_value(match) for match in NUMBER.finditer(text)}
 
 
+def quantities(text: str) -> set[str]:
+    """numbers(text) less the digits inside names (IM2GPS3K, YFCC4K, Qwen2.5, Llama-3, CHIP-8): what the text
+    gives as a value."""
+    return {_value(match) for match in NUMBER.finditer(text) if not _in_name(text, match.start())}
+
+
+_NAME_BEFORE = re.compile(r"[A-Za-z][A-Za-z0-9._-]*$")   # a word with a letter, running up to the digits
+
+
+def _in_name(text: str, start: int) -> bool:
+    """Are the digits starting at `start` part of a word with a letter before them (IM2GPS3K, Llama-3-8B,
+    top-1), not a value of their own (7B, 72-95%)?"""
+    return bool(_NAME_BEFORE.search(text, max(0, start - 40), start))
+
+
 def stated_numbers(text: str) -> set[str]:
     """numbers(text), and those written in words ('thirty years' -> '30'): what a source states. A claim's
     numbers are its digits (numbers), so a count the model spells out is not held against it."""
@@ -60,8 +75,9 @@ def stated_numbers(text: str) -> set[str]:
 
 
 def number_ends(text: str) -> list[int]:
-    """Where each number the text states (in digits or in words) ends, in order."""
-    return sorted(m.end() for pattern in (NUMBER, NUMBER_WORD) for m in pattern.finditer(text))
+    """Where each number the text states (in digits, not inside a name, or in words) ends, in order."""
+    return sorted(m.end() for pattern in (NUMBER, NUMBER_WORD) for m in pattern.finditer(text)
+                  if pattern is NUMBER_WORD or not _in_name(text, m.start()))
 
 
 def _value(match: re.Match) -> str:

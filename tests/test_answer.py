@@ -13,7 +13,7 @@ from rag.claims import (FIRM_ODDS, MIN_SURE_ODDS, asks_for_link, asks_for_name, 
                         counted_words, names_given, points_to_link, quote_order, words_after_numbers)
 from rag.corpus import split_sentences
 from rag.errors import PromptError
-from rag.grounding import numbers, stated_numbers
+from rag.grounding import numbers, quantities, stated_numbers
 from rag.prompts import load_prompt, parse_json_reply
 from rag.retrieve import Retriever
 from rag.settings import Settings
@@ -166,6 +166,26 @@ def test_a_sentence_that_names_the_datasets_asked_for_answers(tmp_path):
                                                           found.query_embedding) if s.hit.paper.label == "Hopper")
         answer = ask(retriever, ScriptedModel(items(("It was evaluated on UNIVAC-1 and FLOW-MATIC.", hopper))), question)
     assert not answer.abstained and [s.kind for s in answer.sentences] == ["claim"] and "FLOW-MATIC" in answer.answer
+
+
+def test_a_question_for_a_number_is_not_answered_by_the_digits_of_a_benchmark_name(tmp_path):
+    abstract = ("We present a compiler that turns English-like statements into machine code. "
+                "The compiler reaches the best results on the UNIVAC1 and FLOW4K benchmarks.")
+    papers = [SMALL_PAPERS[0], (None, "Grace Hopper", abstract)]   # no value stated anywhere
+    question = "What accuracy does the compiler reach?"
+    with Retriever(Settings.from_env(corpus=write_corpus(tmp_path / "c.txt", papers))) as retriever:
+        answer = ask(retriever, ScriptedModel(items(("The compiler reaches the best results on UNIVAC1 and FLOW4K.", 1))),
+                     question)
+    assert [s.kind for s in answer.sentences] == ["not_stated"] and answer.abstain_reason == "not_stated"
+
+
+@pytest.mark.parametrize("text, values", [
+    ("state-of-the-art results on IM2GPS3K and YFCC4K", set()),
+    ("Qwen2.5-Math-7B rises from 58.8% to 90.0% on CHIP-8 games", {"58.8", "90.0"}),
+    ("a 7B model keeps 72-95% of its top-1 accuracy, and -3 dB", {"7000000000", "72", "95", "3"}),
+])
+def test_digits_inside_names_give_no_value(text, values):
+    assert quantities(text) == values
 
 
 @pytest.mark.parametrize("question, asks", [
