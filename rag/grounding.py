@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 NUMBER = re.compile(r"(\d+(?:[.,]\d+)*)(?:([kKMB])(?![A-Za-z0-9])|\s+(?i:(thousand|million|billion))\b)?")
+_NAME_BEFORE = re.compile(r"[A-Za-z][A-Za-z0-9._-]*$")   # a word with a letter, running up to a number's digits
 _UNITS = "two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen " \
          "seventeen eighteen nineteen".split()   # 'one' is left out: it is a pronoun more often than a count
 _TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
@@ -57,9 +58,6 @@ def quantities(text: str) -> set[str]:
     """numbers(text) less the digits inside names (IM2GPS3K, YFCC4K, Qwen2.5, Llama-3, CHIP-8): what the text
     gives as a value."""
     return {_value(match) for match in NUMBER.finditer(text) if not _in_name(text, match.start())}
-
-
-_NAME_BEFORE = re.compile(r"[A-Za-z][A-Za-z0-9._-]*$")   # a word with a letter, running up to the digits
 
 
 def _in_name(text: str, start: int) -> bool:
