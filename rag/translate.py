@@ -3,13 +3,15 @@
 The embedding model and BM25 know English; the LLM knows many languages. So a question
 written mostly in Chinese, Japanese, Korean, Cyrillic, Greek or Arabic script, or in a
 Latin-script language other than English (French, German, Spanish, …: told by langdetect,
-asked only of a question without any of the English function words of ENGLISH_WORDS), is
+asked only of a question without any of the English function words of ENGLISH_WORDS, and
+believed only when the question holds more of that language's stopwords than English ones), is
 translated into English with the configured LLM before retrieval, the answer is generated
 and checked in English against the English abstracts, and its checked sentences are
 translated back (citations stay on their sentences). Translations are cached on disk by
 question, model and prompt, so a repeated question costs nothing.
 """
 
+import functools
 import re
 
 from rag.disk_cache import DiskCache, content_key
@@ -26,6 +28,9 @@ LATIN_LANGUAGES = {"fr": "French", "de": "German", "es": "Spanish", "it": "Itali
                    "nl": "Dutch", "ca": "Catalan", "pl": "Polish", "cs": "Czech", "sv": "Swedish", "da": "Danish",
                    "no": "Norwegian", "fi": "Finnish", "ro": "Romanian", "hu": "Hungarian", "tr": "Turkish",
                    "vi": "Vietnamese", "id": "Indonesian"}   # langdetect's codes of languages in Latin script
+STOPWORD_LISTS = {"fr": "french", "de": "german", "es": "spanish", "it": "italian", "pt": "portuguese",
+                  "nl": "dutch", "ca": "catalan", "sv": "swedish", "da": "danish", "no": "norwegian", "fi": "finnish",
+                  "ro": "romanian", "hu": "hungarian", "tr": "turkish", "id": "indonesian"}   # NLTK's list names
 ENGLISH_WORDS = frozenset("""
 the and or for with from into about than by are were been does did what which how who whom whose why when where
 there that this these those any can could should would will have had its their they them not but without
@@ -65,7 +70,30 @@ def latin_language(text: str) -> str | None:
         best = detect_langs(text)[0]
     except LangDetectException:
         return None   # no letters it knows
-    return LATIN_LANGUAGES.get(best.lang) if best.prob >= MIN_LANGUAGE_ODDS else None
+    if best.prob < MIN_LANGUAGE_ODDS or not more_foreign_than_english_words(words, best.lang):
+        return None
+    return LATIN_LANGUAGES.get(best.lang)
+
+
+def more_foreign_than_english_words(words: list[str], code: str) -> bool:
+    """Whether the words hold more stopwords of the language langdetect named than English ones (words
+    on both lists do not count), so that a query typed as keywords is not taken for another language
+    ("give me papers on multimodal medical diagnosis": Italian to langdetect, but "me" and "on" are
+    English, not Italian). A language without a list (NLTK's, shipped with llama-index) passes."""
+    if code not in STOPWORD_LISTS:
+        return True
+    foreign, english = stopwords(STOPWORD_LISTS[code]), stopwords("english")
+    return sum(w in foreign - english for w in words) > sum(w in english - foreign for w in words)
+
+
+@functools.cache
+def stopwords(language: str) -> frozenset[str]:
+    """NLTK's stopword list of a language, from the copy llama-index ships (nothing is downloaded)."""
+    from llama_index.core.utils import globals_helper
+    from nltk.corpus import stopwords as lists
+
+    globals_helper.stopwords   # puts llama-index's bundled NLTK data on NLTK's path
+    return frozenset(lists.words(language))
 
 
 class Translator:

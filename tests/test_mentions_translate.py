@@ -1,6 +1,7 @@
 """Named authors and categories in questions; questions in other scripts translated for search and back."""
 
 import json
+import re
 
 import pytest
 
@@ -65,6 +66,9 @@ def test_category_key():
     ("What did Lilian Weng and Adam Tauman Kalai measure?", None),   # langdetect alone: Indonesian
     ("Lilian Weng Adam Kalai chatbot fairness results?", None),
     ("grokking", None),
+    ("give me papers on multimodal medical diagnosis", None),   # langdetect alone: Italian
+    ("papers on sparse autoencoders", None),
+    ("Studi recenti sul grokking nei transformer", "Italian"),   # no English function word, two Italian stopwords
     ("GFPO length reduction RL", None),
     ("ᚠᚢᚦ ᚨᚱᚲ ᚷᚹᚺ ᛁᛃᛇ", None),   # letters langdetect has no profile for: it raises, the question stays as written
 ])
@@ -81,6 +85,20 @@ def test_no_english_eval_question_is_taken_for_another_language():
     assert len(english) > 250
     assert [q for q in english if question_language(q)] == []
     assert {question_language(row["question"]) for row in rows if row.get("lang", "en") == "zh"} == {"Chinese"}
+
+
+def test_english_questions_typed_as_keywords_stay_english():
+    """The eval's English questions without their function words, as a user types them into a search box."""
+    from rag.eval.questions import default_question_sets, eval_dir
+    from rag.translate import ENGLISH_WORDS
+
+    files = list(default_question_sets().values()) + [eval_dir() / name for name in ("nearmiss.jsonl", "holdout.jsonl",
+                                                                                      "short.jsonl")]
+    rows = [json.loads(line) for path in files for line in path.read_text(encoding="utf-8").splitlines() if line]
+    keywords = [" ".join(w for w in re.findall(r"[\w'-]+", row["question"]) if w.lower() not in ENGLISH_WORDS)
+                for row in rows if row.get("lang", "en") == "en"]
+    assert len(keywords) > 250
+    assert [q for q in keywords if question_language(q)] == []
 
 
 def test_every_question_of_the_languages_set_is_told_from_english():
