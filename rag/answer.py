@@ -214,7 +214,7 @@ class Answerer:
                                                 ("max_sentences", self.settings.max_sentences))
                 if name in self.system_prompt.variables})},
             {"role": "user", "content": self.user_prompt.render(
-                sources=format_sources(sources), question=defuse(found.query))},
+                sources=format_sources(sources, checker.authors_named), question=defuse(found.query))},
         ]
         timings["prompt_tokens"] = sum(count_tokens(m["content"]) for m in messages)
         try:
@@ -480,12 +480,16 @@ def typographic_quotes(text: str) -> str:
     return _STRAIGHT_QUOTED.sub(r"“\1”", text).replace('"', "”")
 
 
-def format_sources(sources: list[Source]) -> str:
-    """Numbered, delimited source blocks; in the label and the text, whatever reads as a tag is defused."""
+def format_sources(sources: list[Source], authors_named: frozenset[str] = frozenset()) -> str:
+    """Numbered, delimited source blocks; in the label and the text, whatever reads as a tag is defused.
+    A paper whose author the question names (paper ids in authors_named) shows its authors too: the
+    model cannot tell that 'papers by Diyi Yang' are answered by 'Zhu et al.' from the label alone."""
     blocks = []
     for source in sources:
-        label, text = defuse(source.hit.paper.label), typographic_quotes(defuse(source.text))
-        blocks.append(f'<source id="{source.n}">\nPaper: {label}\n{text}\n</source>')
+        paper = source.hit.paper
+        label, text = defuse(paper.label), typographic_quotes(defuse(source.text))
+        authors = f"\nAuthors: {defuse(', '.join(paper.authors))}" if paper.paper_id in authors_named else ""
+        blocks.append(f'<source id="{source.n}">\nPaper: {label}{authors}\n{text}\n</source>')
     return "\n\n".join(blocks)
 
 
@@ -504,6 +508,7 @@ class CitationChecker:
         self.mentions = mentions   # every stored paper's author names, to find those a sentence writes in full
         self.known_names = (mentions.name_words if mentions else frozenset()).union(*authors.values())
         self._author_named = set(mentions.find(question).authors) if mentions else None   # papers of authors it names
+        self.authors_named = frozenset(self._author_named or ())
         self._names = {n: authors[n] | methods[n] for n in self.sources}   # what a sentence citing n may name
         self._asked_methods = method_names(question)
         self._methods = self._asked_methods.union(*methods.values())   # method names that point to a paper

@@ -3,7 +3,9 @@
 Abstracts carry no author names, so neither the embedding nor BM25 over abstracts can
 find "the paper by Cédric Colas". An author counts as named when the question holds
 their first and last name in order (a middle name or initial may stand between or be
-left out), or their surname followed by "et al.", compared accent- and case-insensitively.
+left out), or their surname followed by "et al.", compared accent- and case-insensitively;
+or their surname alone, capitalised, where only a name can stand: after "by" or "from",
+before "'s", or beside a co-author's surname as a reference label has it ("Lai and Guan").
 A category counts as named when the question holds its full `Area · Subarea` label as
 `rag papers` prints it (the separator may be written as "·", ":", "/" or "-").
 """
@@ -43,6 +45,9 @@ class MentionIndex:
         self._names_by_last: dict[str, list[tuple[str, ...]]] = {}   # so a question looks up its own words only
         for name in self._names:
             self._names_by_last.setdefault(name[-1], []).append(name)
+        self._pairs = {p.paper_id: (name_tokens(p.authors[0])[-1], name_tokens(p.authors[1])[-1])
+                       for p in papers if len(p.authors) >= 2 and name_tokens(p.authors[0]) and name_tokens(p.authors[1])}
+        self._pair_authors = {p.paper_id: list(p.authors[:2]) for p in papers if p.paper_id in self._pairs}
         self._categories: dict[str, list[tuple[str, str]]] = {}
         for paper in papers:
             if paper.category:
@@ -53,10 +58,16 @@ class MentionIndex:
         tokens = name_tokens(question)
         authors: dict[str, list[str]] = {}
         candidates = {name for token in set(tokens) for name in self._names_by_last.get(token, ())}
-        for name in sorted(candidates):
-            if names_author(tokens, name):
-                for paper_id, author in self._names[name]:
-                    authors.setdefault(paper_id, []).append(author)
+        cased = re.findall(r"\w+|&", unaccent(question))
+        full = {name for name in candidates if names_author(tokens, name)}
+        alone = {name for name in candidates - full   # 'Zhi-Hua Zhou's group' names him, not every Zhou
+                 if name[-1] not in {n[-1] for n in full} and surname_alone(cased, name[-1])}
+        for name in sorted(full | alone):
+            for paper_id, author in self._names[name]:
+                authors.setdefault(paper_id, []).append(author)
+        for paper_id, pair in self._pairs.items():
+            if pair_named(cased, pair):
+                authors[paper_id] = sorted(set(authors.get(paper_id, [])) | set(self._pair_authors[paper_id]))
         padded = f" {category_key(question)} "
         categories = {paper_id: category for key, owners in self._categories.items() if f" {key} " in padded
                       for paper_id, category in owners}
@@ -73,6 +84,34 @@ def names_author(question_tokens: list[str], name: tuple[str, ...]) -> bool:
         if first in before or question_tokens[i + 1:i + 3] == ["et", "al"]:
             return True
     return False
+
+
+SURNAME_BEFORE = frozenset({"by", "from"})   # "the paper by Fel", "work from Ying"
+
+
+def surname_alone(cased_words: list[str], last: str) -> bool:
+    """Is the surname written alone where only a name can stand: capitalised, after 'by' or 'from' or
+    before "'s" ("Fel's paper")? Lower case ('trained by long rollouts') is not a name."""
+    for i, word in enumerate(cased_words):
+        if word[:1].isupper() and fold(word) == last:
+            if (i and cased_words[i - 1].lower() in SURNAME_BEFORE) or cased_words[i + 1:i + 2] == ["s"]:
+                return True
+    return False
+
+
+def pair_named(cased_words: list[str], pair: tuple[str, str]) -> bool:
+    """Does the question hold the first two authors' surnames joined by 'and' or '&', capitalised, as a
+    reference label of a two-author paper reads ('Lai and Guan')?"""
+    for i, word in enumerate(cased_words[:-2]):
+        if (word[:1].isupper() and fold(word) == pair[0] and cased_words[i + 1].lower() in ("and", "&")
+                and cased_words[i + 2][:1].isupper() and fold(cased_words[i + 2]) == pair[1]):
+            return True
+    return False
+
+
+def unaccent(text: str) -> str:
+    """The text folded as `fold` does, but with its capitals kept: 'Bergsträßer' -> 'Bergstrasser'."""
+    return "".join(fold(c).upper() if c.isupper() else fold(c) for c in text)
 
 
 def category_key(text: str) -> str:

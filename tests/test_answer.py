@@ -350,6 +350,15 @@ def test_the_score_gate_spares_a_paper_the_question_names(retriever):
     assert answer.abstain_reason != "retrieval"
 
 
+def test_the_prompt_shows_the_authors_of_a_paper_the_question_names_them_of(run):
+    answer = run(lambda n: reply((COMPILER, [n["Hopper"]])), question="Which papers are by Grace Hopper?")
+    user = answer._model.history[-1][1]["content"]
+    assert "Paper: Hopper\nAuthors: Grace Hopper\n" in user
+    assert user.count("Authors:") == 1   # the other papers show their label only
+    answer = run(lambda n: reply((GROKKING, [n["Lovelace and Babbage"]])))
+    assert "Authors:" not in answer._model.history[-1][1]["content"]
+
+
 def test_weak_retrieval_abstains_without_calling_the_model(retriever):
     model = ScriptedModel()
     answer = ask(retriever, model, "What is the boiling point of ethanol?", min_dense_score=0.99)

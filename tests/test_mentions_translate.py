@@ -28,6 +28,12 @@ def ids_of(papers, index):
     ("Is there a paper by Ada Lovelace or Alan Turing?", {0, 2}),
     ("What did Colas say?", set()),                              # a bare surname is not enough
     ("How does colas advice help agents?", set()),
+    ("What is the paper by Colas about?", {2}),                  # a capitalised surname after 'by' …
+    ("Summarise Hopper's compiler paper", {1}),                  # … or before 's
+    ("Is the compiler written by hopper fast?", set()),          # lower case: a word, not a name
+    ("What did Lovelace and Babbage find?", {0}),                # a two-author label, as the references print it
+    ("Lovelace & Babbage on grokking", {0}),
+    ("Babbage and Lovelace on grokking", set()),
 ])
 def test_named_authors(papers, question, expected):
     found = MentionIndex(papers).find(question)
