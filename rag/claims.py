@@ -67,12 +67,12 @@ _ET_AL = re.compile(rf"\b({_CAPITAL_WORD}(?:\s{_CAPITAL_WORD})?)\s+et\s+al\b")
 _NUMBER_QUESTION = re.compile(
     r"\bhow (?:many|much)\b|\bhow (?:long|often|large|small|big|fast|far|high|low)\s+"
     r"(?:is|are|was|were|do|does|did|can|could|should|would|will|has|have|had)\b"
-    r"|\b(?:what|which)\s+(?:[\w-]+\s+){0,2}?"
+    r"|\b(?:what|which)(?:['’](?:s|re))?\s+(?:[\w-]+\s+){0,2}?"   # "what's the accuracy" too
     r"(?:number|count|percentage|percent|fraction|share|rate|ratio|size|amount|value|score|accuracy|speed-?up|"
     r"improvement|gain|gap|reduction|increase|depth|width)s?\b"
     r"|多少|几", re.IGNORECASE)
 _NAME_QUESTION = re.compile(   # 'which (real-world) datasets', 'what benchmark'; not 'which papers use datasets'
-    r"\b(?:which|what)\s+(?:(?!(?:papers?|studies|study|works?|articles?|methods?)\b)[\w-]+\s+){0,2}?"
+    r"\b(?:which|what)(?:['’](?:s|re))?\s+(?:(?!(?:papers?|studies|study|works?|articles?|methods?)\b)[\w-]+\s+){0,2}?"
     r"(?:datasets?|benchmarks?|corpora|corpus|baselines?|environments?|games|languages|architectures?)\b",
     re.IGNORECASE)
 _NAME = re.compile(r"(?<![\w-])(?:[A-Za-z][\w-]*\d[\w-]*|\d[\w-]*[A-Za-z][\w-]*|[\w-]*[A-Z][\w-]*)(?![\w-])")

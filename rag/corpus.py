@@ -31,12 +31,14 @@ CORPUS_SUFFIX = ".txt"
 _SURNAME_PARTICLES = {"van", "von", "de", "der", "den", "da", "di", "du", "del", "della",
                       "le", "la", "dos", "das", "ter", "ten", "bin", "al", "el"}
 _URL = re.compile(r"https?://[^\s\[\]()<>\"']+")
+# No sentence ends after "et al.", "e.g.", "i.e.", "vs.", "cf.", "Fig.", "Eq.", "Dr." or an initial ("J. Smith"):
+# a piece cut there is a fragment, and as a quote it misleads ('We find that GFPO also outperforms Dr.').
+NO_BREAK_AFTER = (r"(?<!\bal\.)(?<!e\.g\.)(?<!i\.e\.)(?<!\bvs\.)(?<!\bcf\.)(?<!\bFig\.)(?<!\bEq\.)(?<!\bDr\.)"
+                  r"(?<!\b[A-Z]\.)")
 # Where split_sentences breaks clean abstract text: the space after . ! ? (or 。！？) before a capital,
-# digit, quote, bracket, $ or backslash, or any non-ASCII character. No abbreviation is spared (it does
-# break 'Guez et al. (2019)'): instruction screening, the model's sources and evidence highlights are
-# cut with it, and the eval's figures rest on those, so the rule stays as it is. See split_sentences
-# for the other sentence rules.
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?。！？])\s+(?=[A-Z0-9\"“(\[$\\]|[^\x00-\x7f])")
+# digit, quote, bracket, $ or backslash, or any non-ASCII character, but not after NO_BREAK_AFTER. See
+# split_sentences for the other sentence rules.
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?。！？])" + NO_BREAK_AFTER + r"\s+(?=[A-Z0-9\"“(\[$\\]|[^\x00-\x7f])")
 
 
 @dataclass(frozen=True)
@@ -359,8 +361,8 @@ def split_sentences(text: str) -> list[str]:
     The one splitter of abstracts (Paper.text): prompt_safety.screen, the sentences answer.py gives
     the model and quotes, and evidence.py's highlights all use it. Two other sentence rules exist
     for other texts and differ on purpose:
-    - synthetic.split_sentences cuts raw abstracts into pieces recombined as pseudo-papers: it spares
-      'et al.', 'e.g.', 'Dr.' and initials (a cut there would make a fragment a sentence of its own)
+    - synthetic.split_sentences cuts raw abstracts into pieces recombined as pseudo-papers: it
+      breaks before more kinds of words ('rStar', '*'), spares the same abbreviations (NO_BREAK_AFTER)
       and completes a missing final period;
     - answer._last_sentence_end finds where the last finished sentence of a model's claim ends
       while it streams: an end is . ! ? before a space or the end of the text, never after 'et al.',

@@ -192,7 +192,7 @@ def test_digits_inside_names_give_no_value(text, values):
     ("Which real-world datasets was FairICP evaluated on?", True), ("What benchmark did Rob Fergus help build?", True),
     ("On which two benchmarks does GeoRanker report results?", True),
     ("Which papers use diffusion models on protein datasets?", False), ("What methods reduce reasoning length?", False),
-    ("Which paper trains language models?", False),
+    ("Which paper trains language models?", False), ("what's the dataset they built", True),
 ])
 def test_asks_for_name(question, asks):
     assert asks_for_name(question) == asks
@@ -761,7 +761,8 @@ def test_an_invented_number_for_a_question_that_asks_for_none_gives_way_to_the_q
     ("Which papers prove how small transformers learn?", False), ("How large are the gains?", True),
     ("Which paper studies grokking?", False), ("What does the compiler do?", False),
     ("What optimality gap does the solver reach?", True), ("What tree depth was used?", True),
-    ("What improvement does it report?", True), ("What loss function do they use?", False)])
+    ("What improvement does it report?", True), ("What loss function do they use?", False),
+    ("what's the accuracy of GeoRanker on YFCC4K", True), ("what's new in speech generation", False)])
 def test_questions_that_ask_for_a_number(question, expected):
     from rag.claims import asks_for_number
 

@@ -139,6 +139,10 @@ def test_split_sentences_keeps_decimals_and_abbreviations_whole():
 
     assert split_sentences("It cuts 85.3% of tokens, e.g. on AIME. GFPO wins. 中文句子。") == [
         "It cuts 85.3% of tokens, e.g. on AIME.", "GFPO wins.", "中文句子。"]
+    assert split_sentences("We find that GFPO also outperforms Dr. GRPO. The agent of Guez et al. (2019) plans, "
+                           "as in Fig. 2 and the work of J. Smith. Done.") == [
+        "We find that GFPO also outperforms Dr. GRPO.",
+        "The agent of Guez et al. (2019) plans, as in Fig. 2 and the work of J. Smith.", "Done."]
 
 
 def test_rendered_sentence_links_citations_and_marks_unsupported_ones():

@@ -15,7 +15,7 @@ import random
 import re
 from pathlib import Path
 
-from rag.corpus import CORPUS_SUFFIX, HEADER, Paper, surname, unglue
+from rag.corpus import CORPUS_SUFFIX, HEADER, NO_BREAK_AFTER, Paper, surname, unglue
 from rag.errors import UsageError
 
 MIN_SENTENCES = 4
@@ -27,13 +27,11 @@ TITLE_WORDS = 10
 MAX_DRAWS_PER_PAPER = 100
 
 # Where split_sentences breaks a raw abstract (not rag.corpus.split_sentences, which splits clean
-# text for prompts and evidence and spares no abbreviation): a sentence ends at . ! or ? followed by
-# space and a capital, digit, quote, bracket, LaTeX/markdown opener or a name like 'rStar'; not after
-# "et al.", "e.g.", "i.e.", "vs.", "cf.", "Fig.", "Eq.", "Dr." or an initial ("J. Smith"), since a
-# piece cut there would be drawn as a sentence of its own. Decimals ("0.5") have no space.
-_RAW_SENTENCE_BREAK = re.compile(
-    r"(?<=[.!?])(?<!\bal\.)(?<!e\.g\.)(?<!i\.e\.)(?<!\bvs\.)(?<!\bcf\.)(?<!\bFig\.)(?<!\bEq\.)(?<!\bDr\.)"
-    r"(?<!\b[A-Z]\.)\s+(?=[A-Z0-9\"“(\[$\\*`]|[a-z]+[A-Z])")
+# text for prompts and evidence): a sentence ends at . ! or ? followed by space and a capital, digit,
+# quote, bracket, LaTeX/markdown opener or a name like 'rStar'; not after an abbreviation or initial
+# (rag.corpus.NO_BREAK_AFTER), since a piece cut there would be drawn as a sentence of its own.
+# Decimals ("0.5") have no space.
+_RAW_SENTENCE_BREAK = re.compile(r"(?<=[.!?])" + NO_BREAK_AFTER + r"\s+(?=[A-Z0-9\"“(\[$\\*`]|[a-z]+[A-Z])")
 _FINISHED = re.compile(r"[.!?][\"”')\]*]*$")
 _NAME_WORD = re.compile(r"[^\W\d_][\w'’-]*")
 
