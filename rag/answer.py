@@ -137,8 +137,9 @@ class Answer:
 
     @property
     def lead(self) -> str | None:
-        """For an answer about several papers, the line before its list of claims; else None."""
-        papers = {n for s in self.sentences if s.kind != "not_stated" for n in s.citations}
+        """For an answer about several papers, the line before its list of claims; else None. It counts
+        the papers that supported claims are about: one marked unsupported answers nothing."""
+        papers = {n for s in self.sentences if s.supported and s.kind != "not_stated" for n in s.citations}
         if self.abstained or len(papers) < 2 or len(self.sentences) < 2:
             return None
         return "" if self.language else LIST_LEAD.format(count=len(papers))

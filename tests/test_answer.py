@@ -797,6 +797,13 @@ def test_claims_about_several_papers_are_a_lead_and_a_list(run):
     assert answer.answer == f"2 of the papers answer this:\n- Lovelace and Babbage: {GROKKING} [1]\n- Hopper: {COMPILER} [2]"
 
 
+def test_the_lead_counts_only_papers_with_a_supported_claim(run):
+    answer = run(lambda n: items((COMPILER, n["Hopper"]), (f"StepFilter: {GROKKING}", n["Lovelace and Babbage"])),
+                 question="Which papers study compilers, grokking or StepFilter?")   # the method asked is no paper's
+    assert [s.supported for s in answer.sentences] == [True, False]
+    assert answer.lead is None and "papers answer this" not in answer.answer
+
+
 def test_a_claim_about_one_paper_is_plain_text(run):
     answer = run(lambda n: items((GROKKING, n["Lovelace and Babbage"])))
     assert answer.lead is None and answer.answer == f"Lovelace and Babbage: {GROKKING} [1]"
