@@ -45,9 +45,11 @@ class MentionIndex:
         self._names_by_last: dict[str, list[tuple[str, ...]]] = {}   # so a question looks up its own words only
         for name in self._names:
             self._names_by_last.setdefault(name[-1], []).append(name)
-        self._pairs = {p.paper_id: (name_tokens(p.authors[0])[-1], name_tokens(p.authors[1])[-1])
-                       for p in papers if len(p.authors) >= 2 and name_tokens(p.authors[0]) and name_tokens(p.authors[1])}
-        self._pair_authors = {p.paper_id: list(p.authors[:2]) for p in papers if p.paper_id in self._pairs}
+        self._pairs: dict[str, list[tuple[str, str, list[str]]]] = {}   # first surname -> (second, paper, authors)
+        for paper in (p for p in papers if len(p.authors) >= 2):
+            first, second = name_tokens(paper.authors[0]), name_tokens(paper.authors[1])
+            if first and second:
+                self._pairs.setdefault(first[-1], []).append((second[-1], paper.paper_id, list(paper.authors[:2])))
         self._categories: dict[str, list[tuple[str, str]]] = {}
         for paper in papers:
             if paper.category:
@@ -65,9 +67,10 @@ class MentionIndex:
         for name in sorted(full | alone):
             for paper_id, author in self._names[name]:
                 authors.setdefault(paper_id, []).append(author)
-        for paper_id, pair in self._pairs.items():
-            if pair_named(cased, pair):
-                authors[paper_id] = sorted(set(authors.get(paper_id, [])) | set(self._pair_authors[paper_id]))
+        for first, second in surname_pairs(cased):
+            for paper_second, paper_id, pair in self._pairs.get(first, ()):
+                if paper_second == second:
+                    authors[paper_id] = sorted(set(authors.get(paper_id, [])) | set(pair))
         padded = f" {category_key(question)} "
         categories = {paper_id: category for key, owners in self._categories.items() if f" {key} " in padded
                       for paper_id, category in owners}
@@ -99,14 +102,11 @@ def surname_alone(cased_words: list[str], last: str) -> bool:
     return False
 
 
-def pair_named(cased_words: list[str], pair: tuple[str, str]) -> bool:
-    """Does the question hold the first two authors' surnames joined by 'and' or '&', capitalised, as a
-    reference label of a two-author paper reads ('Lai and Guan')?"""
-    for i, word in enumerate(cased_words[:-2]):
-        if (word[:1].isupper() and fold(word) == pair[0] and cased_words[i + 1].lower() in ("and", "&")
-                and cased_words[i + 2][:1].isupper() and fold(cased_words[i + 2]) == pair[1]):
-            return True
-    return False
+def surname_pairs(cased_words: list[str]) -> list[tuple[str, str]]:
+    """Capitalised words joined by 'and' or '&', folded, as a reference label of a two-author paper
+    reads ('Lai and Guan' -> ('lai', 'guan'))."""
+    return [(fold(first), fold(second)) for first, joint, second in zip(cased_words, cased_words[1:], cased_words[2:])
+            if first[:1].isupper() and joint.lower() in ("and", "&") and second[:1].isupper()]
 
 
 def unaccent(text: str) -> str:
