@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 
 from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE,
-                        MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS, ONE_PAPER_FOR_ONE_QUESTION,
+                        MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS, ONE_PAPER_FOR_ONE_QUESTION, RARE_WORD_SHARE,
                         asks_for_link, asks_for_name, asks_for_number, asks_for_several, counted_terms, method_names,
                         name_the_paper, names_given, near_the_best, not_stated_claim, points_to_link, quote_order,
                         quoted_claim, split_label, whole_sentence, words_after_numbers,
@@ -205,7 +205,8 @@ class Answerer:
         ranked = self._ranked_sentences(found.query, found.query_embedding)   # what is read, and what is quoted
         sources = self.build_sources(self.papers_to_read(given, found.query), found.query_embedding, found.query,
                                      ranked)
-        checker = CitationChecker(sources, self.grounding, found.query, ranked, self.retriever.mention_index)
+        checker = CitationChecker(sources, self.grounding, found.query, ranked, self.retriever.mention_index,
+                                  self.retriever.keyword_index)
         if not checker.any_source_on_topic():
             record.abstain_reason = "retrieval"   # no claim about these papers could be shown as an answer
             return self._finish(record, started)
@@ -499,7 +500,7 @@ class CitationChecker:
     citations as they appear."""
 
     def __init__(self, sources: list[Source], grounding: GroundingChecker, question: str,
-                 ranked_sentences=None, mentions: MentionIndex | None = None):
+                 ranked_sentences=None, mentions: MentionIndex | None = None, keywords=None):
         self.sources = {s.n: s for s in sources}
         self.grounding = grounding
         self.question = question
@@ -520,6 +521,8 @@ class CitationChecker:
         self._wants_link = asks_for_link(question)
         self._counted = counted_terms(question, grounding.terms)   # what 'how many' counts, stemmed
         self._near_best = {h.paper.paper_id for h in near_the_best([s.hit for s in sources], question)}
+        self._rare_words_held = keywords.holding_rare_words(question, RARE_WORD_SHARE) \
+            if keywords is not None and RARE_WORD_SHARE else set()   # papers that hold the question's rare words
         self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not asks_for_several(question)
         self.odds: float | None = None   # the model's log-odds that its sources answer; None: taken as sure
         self._answer_paper: int | None = None   # with _one_paper: the (old) number of the paper answered about
@@ -673,6 +676,8 @@ class CitationChecker:
         if hit.paper_score is not None and hit.paper_score >= MIN_PAPER_RELEVANCE:
             return True   # known score first: no embedding
         floor = self.sentence_floor() if hit.paper_score is not None else MIN_SOURCE_RELEVANCE
+        if floor is not None and hit.paper.paper_id in self._rare_words_held:
+            return True   # as good as a close sentence: 'grokking' is a word few papers use
         return floor is not None and max(similarity for _, similarity in self.ranked_sentences(hit.paper)) >= floor
 
     def sentence_floor(self) -> float | None:

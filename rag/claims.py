@@ -55,6 +55,7 @@ MIN_PAPER_RELEVANCE = 0.30   # or the paper model's score of the whole abstract 
 MIN_SURE_ODDS = 2.5          # the model's log-odds that its sources answer; below, MIN_SOURCE_RELEVANCE alone is not enough
 FIRM_ODDS = 3.5              # below these odds (and at MIN_SURE_ODDS or above), the close sentence must be closer:
 MIN_DOUBT_SOURCE_RELEVANCE = 0.45   # this close
+RARE_WORD_SHARE = 0.10      # or the paper holds every word of the question that at most this share of papers use
 MIN_QUOTE_PAPER_SCORE = 0.25 # a quote when no claim is left: the paper model's score of its abstract, at least
 SCORE_MARGIN = 0.16          # the cited paper's retrieval score at most this much below the best paper's
 SINGLE_PAPER_MARGIN = 0.10   # the same, for a question that does not ask for several papers

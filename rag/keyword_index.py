@@ -28,6 +28,7 @@ KEYWORD_FORMAT = 2   # bump when searchable_text, the tokenisation or the saved 
 ASKING_WORDS = re.compile(r"\b(?:papers?|stud(?:y|ies|ied)|find(?:s|ings)?|found|articles?|publications?)\b",
                           re.IGNORECASE)   # chosen on the eval's tune parts (eval/README.md)
 STOPWORDS = "en"   # bm25s's English list, left out of the papers' words
+QUESTION_STOPWORDS = "en_plus"   # its longer list: 'do', 'how', 'my' are rare in abstracts, not rare words of a topic
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"   # words of two or more letters or digits
 _COMPLETE = "complete"
 _PAPER_IDS = "paper_ids.json"   # the paper of each row of the saved index
@@ -74,15 +75,33 @@ class KeywordIndex:
         """The sum, over the question's indexed words, of the best BM25 score one paper has for that word."""
         return float(sum(self._best_per_term()[i] for i in self._word_ids(question)))
 
+    def holding_rare_words(self, question: str, max_share: float) -> set[str]:
+        """The papers that hold every one of the question's rare words: searched words (stemmed, not in
+        QUESTION_STOPWORDS) that at most `max_share` of the papers use. A word no paper uses is the
+        rarest of all, so no paper holds them all ("car traffic in cities": not the paper that says
+        "city"). Empty when the question has no rare word."""
+        if self._bm25 is None:
+            return set()
+        matrix = self._bm25.scores   # word by paper: the papers that use word i are indices[indptr[i]:indptr[i + 1]]
+        starts, rows = matrix["indptr"], matrix["indices"]
+        vocabulary = self._bm25.vocab_dict
+        holders = [set(rows[starts[i]:starts[i + 1]].tolist()) if (i := vocabulary.get(word)) is not None else set()
+                   for word in set(self._words(question, QUESTION_STOPWORDS))]
+        rare = [papers for papers in holders if len(papers) <= max_share * len(self._ids)]
+        return {self._ids[i] for i in set.intersection(*rare)} if rare else set()
+
     def _word_ids(self, question: str) -> list[int]:
         """The index's ids of the question's searched words, stemmed (words the papers never use are left out)."""
         if self._bm25 is None:
             return []
+        return self._bm25.get_tokens_ids(self._words(question, STOPWORDS))
+
+    def _words(self, question: str, stopwords: str) -> list[str]:
+        """The question's searched words, stemmed, without `stopwords` (a bm25s list name)."""
         import bm25s
 
-        tokens = bm25s.tokenize(searched_words(question), stemmer=self._stemmer, return_ids=False,
-                                token_pattern=TOKEN_PATTERN, show_progress=False)[0]
-        return self._bm25.get_tokens_ids(tokens)
+        return bm25s.tokenize(searched_words(question), stemmer=self._stemmer, return_ids=False,
+                              token_pattern=TOKEN_PATTERN, stopwords=stopwords, show_progress=False)[0]
 
     def _best_per_term(self):
         """Per vocabulary id, the highest score any paper has for that word (BM25's word-by-paper matrix)."""

@@ -518,6 +518,16 @@ def test_a_restated_question_with_no_relevant_source_sentence_abstains(run, monk
 GROKKING_QUESTION = "What happens to test accuracy in grokking?"
 
 
+@pytest.mark.parametrize("share, on_question", [(None, False), (0.5, True)])
+def test_a_paper_that_holds_the_questions_rare_words_is_on_the_question(run, monkeypatch, share, on_question):
+    monkeypatch.setattr("rag.answer.MIN_SOURCE_RELEVANCE", 1.01)   # no sentence and no abstract is close enough
+    monkeypatch.setattr("rag.answer.MIN_PAPER_RELEVANCE", 1.01)
+    monkeypatch.setattr("rag.answer.RARE_WORD_SHARE", share)      # 0.5 of 3 papers: a word only one paper uses
+    answer = run(lambda n: items((GROKKING, n["Lovelace and Babbage"])), question="Which papers study grokking?")
+    assert (not answer.abstained) is on_question
+    assert labels(answer) == (["Lovelace and Babbage"] if on_question else [])
+
+
 def test_a_true_sentence_that_does_not_answer_the_question_is_held_back(run, monkeypatch):
     monkeypatch.setattr("rag.answer.MIN_SOURCE_RELEVANCE", 1.01)   # no source is close enough to quote instead
     monkeypatch.setattr("rag.answer.MIN_PAPER_RELEVANCE", 1.01)

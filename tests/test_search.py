@@ -153,6 +153,23 @@ def test_a_saved_keyword_index_missing_a_file_is_built_again(tmp_path):
     assert (saved / "paper_ids.json").is_file() and (saved / "complete").is_file()
 
 
+def test_the_papers_holding_a_questions_rare_words(tmp_path):
+    from rag import keyword_index
+    from rag.library import load_corpus
+
+    papers = list(load_corpus([DATA]).papers)
+    index, labels = keyword_index.KeywordIndex(papers, tmp_path), {p.paper_id: p.label for p in papers}
+    holding = lambda question: sorted(labels[pid] for pid in index.holding_rare_words(question, 0.05))
+    assert holding("Which papers study grokking?") == ["Haris et al.", "Mallinar et al."]   # both use the word
+    assert holding("hadwiger nelson problem") == ["Mundinger et al."]
+    assert holding("What GPU did rStar-Math train on?") == []   # no paper uses both rare words
+    assert holding("What do the papers propose?") == []         # no rare word: no paper is picked out
+    assert holding("How do the papers here model car traffic in cities?") == []   # no paper says car or traffic
+    saved = keyword_index.KeywordIndex(papers, tmp_path)        # read back from disk: the same
+    assert saved.holding_rare_words("Which papers study grokking?", 0.05) == index.holding_rare_words(
+        "Which papers study grokking?", 0.05)
+
+
 def english_eval_questions():
     from rag.eval.questions import default_question_sets, load_questions
 
