@@ -27,6 +27,10 @@ from rag.corpus import Paper, fold
 KEYWORD_FORMAT = 2   # bump when searchable_text, the tokenisation or the saved files change
 ASKING_WORDS = re.compile(r"\b(?:papers?|stud(?:y|ies|ied)|find(?:s|ings)?|found|articles?|publications?)\b",
                           re.IGNORECASE)   # chosen on the eval's tune parts (eval/README.md)
+REQUEST = re.compile(   # a question that opens by saying what to do with the papers: "Compare the grokking papers"
+    r"^\W*(?:(?:please|can you|could you)\s+)?(?:compare|summari[sz]e|explain|describe|recommend|suggest|list|"
+    r"(?:tell|show|give)(?:\s+(?:me|us))?(?:\s+(?:an?|some))?(?:\s+(?:summary|overview|comparison)\s+of)?"
+    r"(?:\s+about)?)\b", re.IGNORECASE)
 STOPWORDS = "en"   # bm25s's English list, left out of the papers' words
 QUESTION_STOPWORDS = "en_plus"   # its longer list: 'do', 'how', 'my' are rare in abstracts, not rare words of a topic
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"   # words of two or more letters or digits
@@ -116,8 +120,10 @@ class KeywordIndex:
 
 
 def searched_words(question: str) -> str:
-    """The question as BM25 searches it: accent-folded, without the words that ask for papers (ASKING_WORDS)."""
-    return ASKING_WORDS.sub(" ", fold(question))
+    """The question as BM25 searches it: accent-folded, without the words that ask for papers (ASKING_WORDS)
+    and without an opening request (REQUEST: 'compare', 'summarize', 'tell me about', which say what to do
+    with the papers, not what they are about; a word such as 'compare' is as rare in abstracts as 'grokking')."""
+    return ASKING_WORDS.sub(" ", REQUEST.sub(" ", fold(question)))
 
 
 def searchable_text(paper: Paper) -> str:

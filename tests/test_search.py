@@ -41,6 +41,28 @@ def test_the_words_that_ask_for_papers_are_not_searched_by_keyword(retriever):
     assert index.ceiling("papers studies findings") == 0.0 and index.scores("papers", 5) == {}
 
 
+@pytest.mark.parametrize("question, searched", [
+    ("Compare the grokking papers", "the grokking"),
+    ("Please summarise the work that uses NetHack", "the work that uses nethack"),
+    ("Give me a summary of the multi-agent debate paper", "the multi-agent debate"),
+    ("tell me about auctions", "auctions"),
+    ("Can you explain how GFPO works?", "how gfpo works?"),
+    ("Which papers compare grokking across models?", "which compare grokking across models?"),   # not an opening request
+    ("listing every causal graph", "listing every causal graph"),
+])
+def test_an_opening_request_is_not_searched_by_keyword(question, searched):
+    from rag.keyword_index import searched_words
+
+    assert " ".join(searched_words(question).split()) == searched
+
+
+def test_an_opening_request_does_not_outweigh_a_rare_topic_word(retriever):
+    """'compare' is used by as few abstracts as 'grokking': searched, it made a paper that says
+    'compared' rank between the two grokking papers."""
+    index = retriever.keyword_index
+    assert index.scores("Compare the grokking papers", 80) == index.scores("grokking", 80)
+
+
 def test_results_are_distinct_papers_in_score_order(retriever):
     result = retriever.search("large language model agents", k=10)
     ids = [hit.paper.paper_id for hit in result.hits]
