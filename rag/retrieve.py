@@ -30,6 +30,7 @@ from rag.keyword_index import KeywordIndex
 from rag.mentions import MentionIndex
 from rag.paper_model import PaperScores, PaperVectors, paper_model_builder, paper_model_enabled
 from rag.settings import Settings
+from rag.spelling import SpellingFixer
 from rag.store import embedded_path, open_store, paper_id_of_chunk, stored_papers
 from rag.translate import question_language, safe_to_english, translator_for
 
@@ -143,6 +144,7 @@ class Retriever:
         self._papers_by_id = {p.paper_id: p for p in self.papers}
         self.keyword_index = KeywordIndex(self.papers, self.settings.home / "keyword" / self.store.name)
         self.mention_index = MentionIndex(self.papers)
+        self.spelling = SpellingFixer(self.papers)
         if self.paper_vectors is not None:
             self.paper_vectors.load(self.papers, self.notify)
 
@@ -167,19 +169,21 @@ class Retriever:
             raise UsageError(f"k must be at least 1, got {k}")
         allowed = self._allowed_papers(filters)
         started = time.perf_counter()
-        text = self.english(question)
+        english = self.english(question)
         translated = time.perf_counter()
+        text = self.spelling.fix(english)
         query = self.embed_model.get_query_embedding(text)
         paper_query = self.paper_vectors.query_vector(text) if self.paper_vectors is not None else None
         embedded = time.perf_counter()
         hits = self._rank(text, query, paper_query, k, allowed) if allowed != set() else []
         timings = {"embed_s": embedded - translated, "search_s": time.perf_counter() - embedded}
-        if text != question:
+        if english != question:
             timings["translate_s"] = translated - started
         return SearchResult(question, k, filters, self.store.name, hits, timings, query, text)
 
     def english(self, question: str) -> str:
-        """What to search for: the question, translated into English when it is in another script."""
+        """What to search for, before typing slips are fixed (spelling.py): the question, translated into
+        English when it is in another script."""
         if self.translator is None or question_language(question) is None:
             return question
         return safe_to_english(self.translator, question, self.notify)
