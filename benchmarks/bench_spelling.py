@@ -1,7 +1,8 @@
 """Benchmark: retrieval of questions with typing slips, with and without fixing them (rag/spelling.py).
 
 Run: .venv/bin/python benchmarks/bench_spelling.py [--split tune|test|all] [--slips 2] [--seed 0]
-Each English question with gold papers of both sets' chosen part is asked twice: as written, and
+     [--questions FILE]
+Each English question with gold papers of both sets' chosen part (or of FILE's) is asked twice: as written, and
 with slips typed into up to --slips of its words of six letters or more (seeded: one letter left
 out, doubled, swapped with the next, or replaced by a neighbour on the keyboard). Each is searched
 with the fixer on (as rag does) and off; printed: recall@1, recall@5 and MRR per question set, and
@@ -13,6 +14,7 @@ import random
 import re
 import statistics
 import sys
+from pathlib import Path
 
 from rag.eval.questions import default_question_sets, load_questions, split_part
 from rag.eval.retrieval import score_ranking
@@ -70,12 +72,14 @@ def main(argv=None) -> int:
     parser.add_argument("--split", default="tune", choices=["tune", "test", "all"])
     parser.add_argument("--slips", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--questions", type=Path, help="a questions file instead of both sets")
     args = parser.parse_args(argv)
+    sets = {args.questions.stem: args.questions} if args.questions else default_question_sets()
     rng = random.Random(args.seed)
     print("| set | questions | fixed | written: off / on (recall@1, recall@5, MRR) | with slips: off / on |")
     print("|---|---|---|---|---|")
     with Retriever(Settings.from_env()) as retriever:
-        for name, path in default_question_sets().items():
+        for name, path in sets.items():
             known = {p.paper_id for p in retriever.papers}
             asked = [q for q in split_part(load_questions(path, known), args.split) if q.gold and q.lang == "en"]
             written = [(q.question, set(q.gold)) for q in asked]
