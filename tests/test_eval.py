@@ -141,6 +141,17 @@ def test_the_short_set_asks_in_a_few_words():
     assert all(len(q.gold) <= 1 for q in questions if not q.answerable)
 
 
+def test_the_request_set_opens_every_question_with_a_request():
+    """eval/requests.jsonl: each question opens by saying what to do with the papers ("Compare", "Summarize",
+    "Tell me about"), which keyword search leaves out (keyword_index.REQUEST); each has gold papers that exist."""
+    from rag.corpus import fold
+    from rag.keyword_index import REQUEST
+
+    questions = load_questions(default_question_sets()["lexical"].with_name("requests.jsonl"), set(PAPERS))
+    assert len(questions) >= 15 and {q.type for q in questions} == {"paraphrase", "multi"}
+    assert all(REQUEST.search(fold(q.question)) and q.gold and q.answerable for q in questions)
+
+
 def test_a_set_without_gold_papers_is_measured_for_answers_only():
     """A questions file of unanswerable questions alone (eval/nearmiss.jsonl) has nothing to rank: no retrieval
     rows, and no error."""
