@@ -20,11 +20,12 @@ import logging
 import os
 import re
 import shutil
+from collections import Counter
 from pathlib import Path
 
 from rag.corpus import Paper, fold
 
-KEYWORD_FORMAT = 2   # bump when searchable_text, the tokenisation or the saved files change
+KEYWORD_FORMAT = 3   # bump when searchable_text, the tokenisation or the saved files change
 ASKING_WORDS = re.compile(r"\b(?:papers?|stud(?:y|ies|ied)|find(?:s|ings)?|found|articles?|publications?)\b",
                           re.IGNORECASE)   # chosen on the eval's tune parts (eval/README.md)
 REQUEST = re.compile(   # a question that opens by saying what to do with the papers: "Compare the grokking papers"
@@ -36,6 +37,7 @@ QUESTION_STOPWORDS = "en_plus"   # its longer list: 'do', 'how', 'my' are rare i
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"   # words of two or more letters or digits
 _COMPLETE = "complete"
 _PAPER_IDS = "paper_ids.json"   # the paper of each row of the saved index
+_WORDS = "words.json"   # how many papers use each word, as written (lower case), for rag.spelling
 
 
 class KeywordIndex:
@@ -45,6 +47,7 @@ class KeywordIndex:
         logging.getLogger("bm25s").setLevel(logging.ERROR)
         self._bm25 = None
         self._ids: list[str] = []
+        self._papers_per_word: dict[str, int] = {}
         self._term_best = None
         if not papers:
             return
@@ -54,13 +57,13 @@ class KeywordIndex:
         saved = Path(folder) / papers_key(papers) if folder is not None else None
         if saved is not None and (saved / _COMPLETE).is_file():
             try:
-                self._bm25, self._ids = _load(saved)
+                self._bm25, self._ids, self._papers_per_word = _load(saved)
                 return
             except (OSError, ValueError, KeyError):
                 pass   # unreadable: build it again below
-        self._bm25, self._ids = _build(papers, self._stemmer)
+        self._bm25, self._ids, self._papers_per_word = _build(papers, self._stemmer)
         if saved is not None:
-            _save(self._bm25, self._ids, saved)
+            _save(self._bm25, self._ids, self._papers_per_word, saved)
 
     def scores(self, question: str, top_n: int) -> dict[str, float]:
         """paper_id -> BM25 score for the best `top_n` papers with a score above zero, best first."""
@@ -93,6 +96,10 @@ class KeywordIndex:
                    for word in set(self._words(question, QUESTION_STOPWORDS))]
         rare = [papers for papers in holders if len(papers) <= max_share * len(self._ids)]
         return {self._ids[i] for i in set.intersection(*rare)} if rare else set()
+
+    def papers_using(self, word: str) -> int:
+        """How many papers use the word as written (any case, accents optional), in text, authors or category."""
+        return self._papers_per_word.get(fold(word).lower(), 0)
 
     def _word_ids(self, question: str) -> list[int]:
         """The index's ids of the question's searched words, stemmed (words the papers never use are left out)."""
@@ -142,27 +149,31 @@ def papers_key(papers: list[Paper]) -> str:
 
 
 def _build(papers: list[Paper], stemmer):
-    """The BM25 index of the papers' searchable text, and the paper id of each of its rows."""
+    """The BM25 index of the papers' searchable text, the paper id of each of its rows, and how many papers
+    use each word as written."""
     import bm25s
 
-    tokens = bm25s.tokenize([searchable_text(p) for p in papers], stopwords=STOPWORDS, stemmer=stemmer,
-                            token_pattern=TOKEN_PATTERN, show_progress=False)
+    texts = [searchable_text(p) for p in papers]
+    tokens = bm25s.tokenize(texts, stopwords=STOPWORDS, stemmer=stemmer, token_pattern=TOKEN_PATTERN,
+                            show_progress=False)
     bm25 = bm25s.BM25()
     bm25.index(tokens, show_progress=False)
-    return bm25, [p.paper_id for p in papers]
+    words = Counter(word for text in texts for word in set(re.findall(TOKEN_PATTERN, text.lower())))
+    return bm25, [p.paper_id for p in papers], dict(words)
 
 
 def _load(folder: Path):
     import bm25s
 
     ids = json.loads((folder / _PAPER_IDS).read_text(encoding="utf-8"))
+    words = json.loads((folder / _WORDS).read_text(encoding="utf-8"))
     bm25 = bm25s.BM25.load(str(folder))
     if len(ids) != int(bm25.scores["num_docs"]):
         raise ValueError(f"{folder}: {len(ids)} paper ids for {bm25.scores['num_docs']} rows")
-    return bm25, ids
+    return bm25, ids, words
 
 
-def _save(bm25, ids: list[str], target: Path) -> None:
+def _save(bm25, ids: list[str], words: dict[str, int], target: Path) -> None:
     """Write the index next to its final place, then move it there; older saved indexes are removed."""
     partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
     try:
@@ -170,6 +181,7 @@ def _save(bm25, ids: list[str], target: Path) -> None:
         partial.mkdir(parents=True)
         bm25.save(str(partial))
         (partial / _PAPER_IDS).write_text(json.dumps(ids), encoding="utf-8")
+        (partial / _WORDS).write_text(json.dumps(words, ensure_ascii=False), encoding="utf-8")
         (partial / _COMPLETE).touch()
         for old in target.parent.iterdir():
             if old != partial:

@@ -144,7 +144,7 @@ class Retriever:
         self._papers_by_id = {p.paper_id: p for p in self.papers}
         self.keyword_index = KeywordIndex(self.papers, self.settings.home / "keyword" / self.store.name)
         self.mention_index = MentionIndex(self.papers)
-        self.spelling = SpellingFixer(self.papers)
+        self.spelling = SpellingFixer(self.keyword_index)
         if self.paper_vectors is not None:
             self.paper_vectors.load(self.papers, self.notify)
 

@@ -219,7 +219,11 @@ class FixedEmbedder:
 def question_vectors(real_index_home):
     from rag.embedding import load_embed_model
 
-    texts = sorted({q.question for q in english_eval_questions()})
+    from rag.keyword_index import KeywordIndex
+    from rag.spelling import SpellingFixer
+
+    fixer = SpellingFixer(KeywordIndex(load_corpus_papers()))   # a search embeds the question as fixed
+    texts = sorted({text for q in english_eval_questions() for text in (q.question, fixer.fix(q.question))})
     model = load_embed_model(Settings().embed_model, 64)
     return dict(zip(texts, model.get_text_embedding_batch(texts)))
 

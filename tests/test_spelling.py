@@ -4,19 +4,21 @@ import pytest
 
 from conftest import DATA
 from rag.corpus import parse_file
+from rag.keyword_index import KeywordIndex
 from rag.retrieve import Retriever
 from rag.spelling import SpellingFixer
 
 
 @pytest.fixture(scope="module")
 def fixer():
-    return SpellingFixer([p for path in sorted(DATA.glob("*.txt")) for p in parse_file(path)])
+    return SpellingFixer(KeywordIndex([p for path in sorted(DATA.glob("*.txt")) for p in parse_file(path)]))
 
 
 @pytest.mark.parametrize("typed, fixed", [
     ("reinforcment learnng to cut resoning length", "reinforcement learning to cut reasoning length"),
     ("Reinforcment learning for reasoning?", "Reinforcement learning for reasoning?"),   # keeps the capital
     ("Which papers study the behaviour of agents?", "Which papers study the behavior of agents?"),
+    ("Which papers study grokkng?", "Which papers study grokking?"),   # a word of the papers, not of English
 ])
 def test_a_slip_one_edit_from_a_word_of_the_papers_is_fixed(fixer, typed, fixed):
     assert fixer.fix(typed) == fixed
@@ -29,6 +31,7 @@ def test_a_slip_one_edit_from_a_word_of_the_papers_is_fixed(fixer, typed, fixed)
     "What did the autoencoder's authors prove?",  # a possessive
     "Qu'ont découvert Jacob Andreas et Joshua Tenenbaum sur l'apprentissage à partir des conseils des autres ?",
     "Waht is grokking?",                          # a slip in a word shorter than five letters is not guessed at
+    "What did Bergsträßer and Daumé show?",       # names with letters beyond ASCII
 ])
 def test_words_that_are_no_slip_of_a_papers_word_stay_as_typed(fixer, question):
     assert fixer.fix(question) == question
