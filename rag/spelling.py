@@ -41,13 +41,15 @@ class SpellingFixer:
         unknown = [w for w in words if not self._known(w)]
         if not unknown or len(unknown) > MAX_UNKNOWN_SHARE * len(words) or question_language(question) is not None:
             return question
-        return _WORD.sub(lambda m: self._fixed(m.group()), question)
+        unknown = set(unknown)
+        return _WORD.sub(lambda m: self._fixed(m.group()) if m.group() in unknown else m.group(), question)
 
     def _known(self, word: str) -> bool:
         return self._keywords.papers_using(word) > 0 or word.lower() in self._english
 
     def _fixed(self, word: str) -> str:
-        if len(word) < MIN_LENGTH or not _FIXABLE.fullmatch(word) or self._known(word):
+        """An unknown word, or the word of the papers one edit from it that most papers use."""
+        if len(word) < MIN_LENGTH or not _FIXABLE.fullmatch(word):
             return word
         best = max(((used, w) for w in self._english.edit_distance_1(word.lower())
                     if w.isascii() and w.isalpha() and (used := self._keywords.papers_using(w))), default=None)
