@@ -5,7 +5,11 @@ find "the paper by Cédric Colas". An author counts as named when the question h
 their first and last name in order (a middle name or initial may stand between or be
 left out), or their surname followed by "et al.", compared accent- and case-insensitively;
 or their surname alone, capitalised, where only a name can stand: after "by" or "from",
-before "'s", or beside a co-author's surname as a reference label has it ("Lai and Guan").
+before "'s", or beside a co-author's surname as a reference label has it ("Lai and Guan");
+or anywhere, written as a name ("Saxe", not "SAXE"), when the surname is no word of English
+(pyspellchecker's list) nor of the papers other than in their authors' names: "what did Saxe
+work on?", "Owhadi paper". "Park" or "Chen" alone stays a word (pyspellchecker knows many
+common surnames), as does a name that is also a term of the papers ("Sinkhorn").
 A category counts as named when the question holds its full `Area · Subarea` label as
 `rag papers` prints it (the separator may be written as "·", ":", "/" or "-").
 """
@@ -32,15 +36,23 @@ class Mentions:
 class MentionIndex:
     """Author names and category labels of a set of papers, ready to be found in questions."""
 
-    def __init__(self, papers: list[Paper]):
+    def __init__(self, papers: list[Paper], papers_using=None):
+        """papers_using(word): how many papers use a word anywhere, authors included (KeywordIndex's);
+        without it, a surname counts alone only where only a name can stand."""
         self._names: dict[tuple[str, ...], set[tuple[str, str]]] = {}
         words = set()
+        self._papers_named: dict[str, int] = {}   # name word -> how many papers' authors hold it
         for paper in papers:
+            tokens_of_paper = set()
             for author in paper.authors:
                 tokens = tuple(name_tokens(author))
-                words.update(tokens)
+                tokens_of_paper.update(tokens)
                 if len(tokens) >= 2:
                     self._names.setdefault(tokens, set()).add((paper.paper_id, author))
+            words.update(tokens_of_paper)
+            for token in tokens_of_paper:
+                self._papers_named[token] = self._papers_named.get(token, 0) + 1
+        self._papers_using = papers_using
         self.name_words = frozenset(words)   # every word of every author's name: what may be a name in a sentence
         self._names_by_last: dict[str, list[tuple[str, ...]]] = {}   # so a question looks up its own words only
         for name in self._names:
@@ -63,7 +75,9 @@ class MentionIndex:
         cased = re.findall(r"\w+|&", unaccent(question))
         full = {name for name in candidates if names_author(tokens, name)}
         alone = {name for name in candidates - full   # 'Zhi-Hua Zhou's group' names him, not every Zhou
-                 if name[-1] not in {n[-1] for n in full} and surname_alone(cased, name[-1])}
+                 if name[-1] not in {n[-1] for n in full}
+                 and (surname_alone(cased, name[-1])
+                      or (written_as_name(cased, name[-1]) and self._only_a_name(name[-1])))}
         for name in sorted(full | alone):
             for paper_id, author in self._names[name]:
                 authors.setdefault(paper_id, []).append(author)
@@ -75,6 +89,14 @@ class MentionIndex:
         categories = {paper_id: category for key, owners in self._categories.items() if f" {key} " in padded
                       for paper_id, category in owners}
         return Mentions(authors, categories)
+
+    def _only_a_name(self, word: str) -> bool:
+        """Is this name word no English word, and used by no paper other than in its authors' names?"""
+        if self._papers_using is None or self._papers_using(word) > self._papers_named.get(word, 0):
+            return False
+        from rag.spelling import english   # loads a word list: only for a question that writes a name
+
+        return word not in english()
 
 
 def names_author(question_tokens: list[str], name: tuple[str, ...]) -> bool:
@@ -100,6 +122,11 @@ def surname_alone(cased_words: list[str], last: str) -> bool:
             if (i and cased_words[i - 1].lower() in SURNAME_BEFORE) or cased_words[i + 1:i + 2] == ["s"]:
                 return True
     return False
+
+
+def written_as_name(cased_words: list[str], last: str) -> bool:
+    """Is the surname written as a name: a capital, then lower case ('Saxe'; not 'SAXE' or 'saxe')?"""
+    return any(word[:1].isupper() and word[1:].islower() and fold(word) == last for word in cased_words)
 
 
 def surname_pairs(cased_words: list[str]) -> list[tuple[str, str]]:

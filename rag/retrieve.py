@@ -143,7 +143,7 @@ class Retriever:
         self.papers = stored_papers(self.collection)
         self._papers_by_id = {p.paper_id: p for p in self.papers}
         self.keyword_index = KeywordIndex(self.papers, self.settings.home / "keyword" / self.store.name)
-        self.mention_index = MentionIndex(self.papers)
+        self.mention_index = MentionIndex(self.papers, self.keyword_index.papers_using)
         self.spelling = SpellingFixer(self.keyword_index)
         if self.paper_vectors is not None:
             self.paper_vectors.load(self.papers, self.notify)

@@ -23,17 +23,19 @@ _WORD = re.compile(r"(?<![\w'’])[^\W\d_]+(?![\w'’])")   # not "shouldn't", "
 _FIXABLE = re.compile(r"[A-Z]?[a-z]+")   # 'reinforcment', 'Reinforcment'; not 'GRPO', 'McMahan' or 'Daumé'
 
 
+@functools.cache
+def english():
+    """pyspellchecker's English word list (`word in english()`), loaded once, when first needed (~0.2 s)."""
+    from spellchecker import SpellChecker
+
+    return SpellChecker(language="en", distance=1)
+
+
 class SpellingFixer:
     """Fixes one-edit slips in questions against the words of the papers (a KeywordIndex) and of English."""
 
     def __init__(self, keywords):
         self._keywords = keywords
-
-    @functools.cached_property
-    def _english(self):
-        from spellchecker import SpellChecker   # its word list loads in ~0.2 s: only for a question that needs it
-
-        return SpellChecker(language="en", distance=1)
 
     def fix(self, question: str) -> str:
         """The question with each slip fixed; the question itself when it has none."""
@@ -45,13 +47,13 @@ class SpellingFixer:
         return _WORD.sub(lambda m: self._fixed(m.group()) if m.group() in unknown else m.group(), question)
 
     def _known(self, word: str) -> bool:
-        return self._keywords.papers_using(word) > 0 or word.lower() in self._english
+        return self._keywords.papers_using(word) > 0 or word.lower() in english()
 
     def _fixed(self, word: str) -> str:
         """An unknown word, or the word of the papers one edit from it that most papers use."""
         if len(word) < MIN_LENGTH or not _FIXABLE.fullmatch(word):
             return word
-        best = max(((used, w) for w in self._english.edit_distance_1(word.lower())
+        best = max(((used, w) for w in english().edit_distance_1(word.lower())
                     if w.isascii() and w.isalpha() and (used := self._keywords.papers_using(w))), default=None)
         if best is None:
             return word

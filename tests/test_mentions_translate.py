@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from conftest import write_corpus
 from fakes import ScriptedModel, reply
 from rag.library import load_corpus
 from rag.mentions import MentionIndex, category_key
@@ -38,6 +39,36 @@ def ids_of(papers, index):
 def test_named_authors(papers, question, expected):
     found = MentionIndex(papers).find(question)
     assert set(found.authors) == {ids_of(papers, i) for i in expected}
+
+
+NAMED_PAPERS = [
+    (None, "Houman Owhadi, Andrew Saxe", "We aggregate the predictions of several models by minimal empirical variance."),
+    (None, "Grace Hopper", "We present a compiler that turns English-like statements into machine code."),
+    (None, "Ada Vance", "We study the Owhadi kernel and a compiler for kernels."),
+]
+
+
+@pytest.fixture
+def named_papers(tmp_path):
+    return list(load_corpus([write_corpus(tmp_path / "named.txt", NAMED_PAPERS)]).papers)
+
+
+@pytest.mark.parametrize("question, expected", [
+    ("What did Saxe work on?", {0}),                # no English word, no word of the papers: a name
+    ("Saxe aggregation paper", {0}),                # anywhere, the first word too
+    ("what did saxe work on?", set()),              # lower case or capitals are not written as a name
+    ("What did SAXE work on?", set()),
+    ("What did Owhadi find?", set()),               # a word of the papers besides a name (the 'Owhadi kernel')
+    ("What is the paper by Owhadi about?", {0}),    # … named where only a name can stand
+    ("What did Hopper build?", set()),              # an English word
+    ("Is the compiler by Hopper fast?", {1}),
+])
+def test_a_surname_that_is_only_a_name_names_its_author_anywhere(named_papers, tmp_path, question, expected):
+    from rag.keyword_index import KeywordIndex
+
+    found = MentionIndex(named_papers, KeywordIndex(named_papers, tmp_path / "keyword").papers_using).find(question)
+    assert set(found.authors) == {ids_of(named_papers, i) for i in expected}
+    assert MentionIndex(named_papers).find(question).authors.keys() <= set(found.authors)   # without word counts: fewer
 
 
 @pytest.mark.parametrize("question, expected", [
