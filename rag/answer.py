@@ -29,8 +29,8 @@ from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_PAPER_RELEVAN
                         asks_for_link, asks_for_name, asks_for_number, asks_for_several, counted_terms, method_names,
                         name_the_paper, names_given, near_the_best, not_stated_claim, points_to_link, quote_order,
                         quoted_claim, split_label, whole_sentence, words_after_numbers,
-                        written_names)
-from rag.corpus import Paper, paper_names
+                        written_labels, written_names)
+from rag.corpus import Paper, name_tokens, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import embed_texts
 from rag.errors import BackendError
@@ -512,6 +512,8 @@ class CitationChecker:
         self._author_named = set(mentions.find(question).authors) if mentions else None   # papers of authors it names
         self.authors_named = frozenset(self._author_named or ())
         self._names = {n: authors[n] | methods[n] for n in self.sources}   # what a sentence citing n may name
+        self._first_authors = {n: set(name_tokens(s.hit.paper.authors[0])[-1:]) if s.hit.paper.authors else set()
+                               for n, s in self.sources.items()}   # whom 'X et al.' citing n may name
         self._asked_methods = method_names(question)
         self._methods = self._asked_methods.union(*methods.values())   # method names that point to a paper
         self._label_terms = {t for s in sources for t in grounding.terms(s.hit.paper.label)}
@@ -601,11 +603,12 @@ class CitationChecker:
             return self._quote(cited) or Sentence(text, cited, False)   # it restates the question
         vector = self.grounding.embed(text)
         names = written_names(text, self.known_names, self.mentions) | (method_names(text) & self._methods)
+        labels = written_labels(text)
         verdicts = {n: self.grounding.check(text, s.text, s.embeddings, vector) for n, s in self.sources.items()}
         backing = [n for n in cited if verdicts[n].supported]
-        named = sorted((n for n, v in verdicts.items() if v.supported and self._names_belong(names, [n])),
+        named = sorted((n for n, v in verdicts.items() if v.supported and self._names_belong(names, [n], labels)),
                        key=lambda n: -verdicts[n].similarity)   # the sources that back it, names included
-        if backing and not self._names_belong(names, backing):
+        if backing and not self._names_belong(names, backing, labels):
             if named:
                 backing = []
             elif names & self._asked_methods:   # the method asked about is another paper's
@@ -625,7 +628,7 @@ class CitationChecker:
             label = self.sources[backing[0]].hit.paper.label
             return self._whole_sentence_of(text, backing[0]) \
                 or Sentence(name_the_paper(text, label, first=not self._has_shown(backing[0])), backing, True)
-        owners = [n for n in cited if self._names_belong(names, [n])]
+        owners = [n for n in cited if self._names_belong(names, [n], labels)]
         if owners and not self._on_topic(owners):   # unsupported, and about a paper that does not answer
             return Sentence(text, owners, False, kind="off_question")
         return self._quote(owners) or Sentence(text, cited, False)
@@ -688,9 +691,13 @@ class CitationChecker:
             return MIN_SOURCE_RELEVANCE
         return MIN_DOUBT_SOURCE_RELEVANCE if self.odds >= MIN_SURE_ODDS else None
 
-    def _names_belong(self, names: set[str], cited: list[int]) -> bool:
-        """Are the author names a sentence writes all names of the papers it cites?"""
-        return names <= set().union(*(self._names[n] for n in cited)) if cited else not names
+    def _names_belong(self, names: set[str], cited: list[int], labels: set[str] = frozenset()) -> bool:
+        """Are the author names a sentence writes all names of the papers it cites, and each label it writes
+        ('Yang et al.') one of theirs (a co-author named Yang does not make Wang et al.'s paper 'Yang et al.')?"""
+        if not cited:
+            return not names
+        return names <= set().union(*(self._names[n] for n in cited)) \
+            and labels <= set().union(*(self._first_authors[n] for n in cited))
 
     def _quote(self, cited: list[int]) -> Sentence | None:
         """The first cited source's best quote (claims.quote_order; not a sentence that points to code

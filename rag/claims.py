@@ -98,6 +98,14 @@ _SEVERAL = re.compile(   # the plural must be what is asked about: "which papers
     rf"|\b(?:{_ANY}|the)\s+(?:[\w'-]+\s+)?(?:research|literature)\b"
     rf"|\b{_ANY}\s+(?:(?:prior|recent|related|existing|previous|other)\s+)?work\b"
     r"|\bresearch (?:on|into|about)\b|\bwhich ones\b"
+    # as users ask for what there is: "grokking papers?", "anything about grokking?", "what's out there on
+    # merging?", "what has been done on SAEs?", "who works on causal discovery?", "an overview of work on SAEs"
+    rf"|\b{_PAPERS}\W*$|\bthere\s+(?:any\s+)?work\s+(?:on|about|into|regarding)\b"
+    r"|\banything\s+(?:[\w'-]+\s+)?(?:on|about|regarding|concerning|related to)\b"
+    r"|\bwhat(?:'s|’s|\s+is)\s+(?:out\s+)?there\s+(?:on|about|for|regarding)\b"
+    r"|\bwhat\s+(?:has|have)\s+been\s+(?:done|written|published|proposed|tried)\b"
+    r"|\bwho\s+(?:(?:has|have|is|are)\s+)?(?:works?|worked|working|stud(?:y|ies|ied|ying)|looks? at|looked at)\b"
+    r"|\b(?:overview|survey|round-?up)\s+of\b"
     r"|哪些|哪几|几篇|多篇|这些", re.IGNORECASE)
 _UNNAMED_SUBJECT = re.compile(r"(?:the|this) (?P<kind>paper|work|study|article)\b|(?:in this (?:paper|work),? )?we\b"
                               r"|the authors\b", re.IGNORECASE)
@@ -112,10 +120,15 @@ _LINK_QUESTION = re.compile(r"\b(?:code|codes|github|repo|repository|url|website
 _PAIR = re.compile(rf"\b({_CAPITAL_WORD})\s+(?:and|&)\s+({_CAPITAL_WORD})\b")
 
 
+def written_labels(text: str) -> set[str]:
+    """Surnames a sentence writes as a paper's label, 'X et al.': each must be a cited paper's first author."""
+    return {name_tokens(m[1])[-1] for m in _ET_AL.finditer(text)}
+
+
 def written_names(text: str, known: set[str], mentions=None) -> set[str]:
     """Surnames a sentence attributes work to: 'X et al.' always, 'X and Y' when X or Y is a known author
     name, and a stored author written in full ('Ariel Procaccia') when given the store's MentionIndex."""
-    found = {name_tokens(m[1])[-1] for m in _ET_AL.finditer(text)}
+    found = written_labels(text)
     if mentions is not None:
         found |= {name_tokens(author)[-1] for authors in mentions.find(text).authors.values() for author in authors}
     for first, second in _PAIR.findall(text):

@@ -727,6 +727,12 @@ def test_a_question_about_one_paper_is_answered_about_the_first_paper_shown(run,
     ("What does the literature say about grokking?", True), ("Tell me about research on model merging.", True),
     ("What does the work by Francesco Locatello argue?", False), ("Does GFPO work on code?", False),
     ("How many human comparison studies did the position paper go through?", False),
+    ("robot manipulation papers", True), ("grokking papers?", True), ("anything about grokking?", True),
+    ("Is there anything here on making answers shorter?", True), ("what's out there on model merging?", True),
+    ("What has been done on sparse autoencoders?", True), ("Who works on causal discovery?", True),
+    ("Is there work on forecasting stock prices?", True), ("Give me an overview of work on SAEs", True),
+    ("Is there work that traces hallucination to one cause?", False), ("What did Andrew Saxe work on?", False),
+    ("Who proposed GFPO?", False), ("Summarize the grokking paper", False), ("Is there a paper about TikZ?", False),
 ])
 def test_asks_for_several(question, several):
     assert asks_for_several(question) is several
@@ -736,6 +742,15 @@ def test_an_author_name_must_belong_to_the_cited_paper(run):
     wrong = "Hopper et al. show that test accuracy jumps long after training accuracy saturates."
     answer = run(lambda n: items((wrong, n["Lovelace and Babbage"])))
     assert answer.sentences[0].kind == "quote" and "Hopper" not in answer.answer
+
+
+def test_a_label_must_be_the_cited_papers_own_not_a_co_authors_name(run):
+    co_author = "Babbage et al. show that test accuracy jumps long after training accuracy saturates."
+    answer = run(lambda n: items((co_author, n["Lovelace and Babbage"])))   # Babbage wrote it, second
+    assert answer.sentences[0].kind == "quote" and "Babbage et al." not in answer.answer
+    assert labels(answer) == ["Lovelace and Babbage"]
+    first = "Lovelace et al. show that test accuracy jumps long after training accuracy saturates."
+    assert run(lambda n: items((first, n["Lovelace and Babbage"]))).sentences[0].kind == "claim"
 
 
 def test_a_misattributed_name_moves_to_the_paper_that_has_it(run):
