@@ -15,6 +15,7 @@ from decimal import Decimal
 
 NUMBER = re.compile(r"(\d+(?:[.,]\d+)*)(?:([kKMB])(?![A-Za-z0-9])|\s+(?i:(thousand|million|billion))\b)?")
 _NAME_BEFORE = re.compile(r"[A-Za-z][A-Za-z0-9._-]*$")   # a word with a letter, running up to a number's digits
+_REFERENCE_YEAR = re.compile(r"\((?:[A-Z][^()]{0,80}?,\s*)?((?:19|20)\d\d)[a-z]?\)")   # (Cuturi, 2013), (2019)
 _UNITS = "two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen " \
          "seventeen eighteen nineteen".split()   # 'one' is left out: it is a pronoun more often than a count
 _TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
@@ -55,9 +56,11 @@ def numbers(text: str) -> set[str]:
 
 
 def quantities(text: str) -> set[str]:
-    """numbers(text) less the digits inside names (IM2GPS3K, YFCC4K, Qwen2.5, Llama-3, CHIP-8): what the text
-    gives as a value."""
-    return {_value(match) for match in NUMBER.finditer(text) if not _in_name(text, match.start())}
+    """numbers(text) less the digits inside names (IM2GPS3K, YFCC4K, Qwen2.5, Llama-3, CHIP-8) and the years
+    of references ('(Cuturi, 2013)'): what the text gives as a value."""
+    years = {m.start(1) for m in _REFERENCE_YEAR.finditer(text)}
+    return {_value(match) for match in NUMBER.finditer(text)
+            if not _in_name(text, match.start()) and match.start() not in years}
 
 
 def _in_name(text: str, start: int) -> bool:

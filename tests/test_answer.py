@@ -183,6 +183,8 @@ def test_a_question_for_a_number_is_not_answered_by_the_digits_of_a_benchmark_na
     ("state-of-the-art results on IM2GPS3K and YFCC4K", set()),
     ("Qwen2.5-Math-7B rises from 58.8% to 90.0% on CHIP-8 games", {"58.8", "90.0"}),
     ("a 7B model keeps 72-95% of its top-1 accuracy, and -3 dB", {"7000000000", "72", "95", "3"}),
+    ("the runtime efficiency of the Sinkhorn algorithm (Cuturi, 2013)", set()),   # a reference's year
+    ("two novel six-colorings (Mundinger et al., 2024a), and DRC (2019), in 2019", {"2019"}),
 ])
 def test_digits_inside_names_give_no_value(text, values):
     assert quantities(text) == values
