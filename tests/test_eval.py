@@ -152,6 +152,17 @@ def test_the_request_set_opens_every_question_with_a_request():
     assert all(REQUEST.search(fold(q.question)) and q.gold and q.answerable for q in questions)
 
 
+def test_the_casual_set_asks_as_users_type():
+    """eval/casual.jsonl: questions typed casually; answerable ones with gold papers that exist, several for a
+    multi-paper one; unanswerable ones off the corpus (no gold) or next to the one paper that lacks the fact."""
+    questions = load_questions(default_question_sets()["lexical"].with_name("casual.jsonl"), set(PAPERS))
+    assert len(questions) >= 90 and {q.type for q in questions} == {"paraphrase", "detail", "multi", "author",
+                                                                       "unanswerable"}
+    assert all(q.gold for q in questions if q.answerable)
+    assert all(len(q.gold) >= 2 for q in questions if q.type == "multi")
+    assert all(len(q.gold) <= 1 for q in questions if not q.answerable)
+
+
 def test_a_set_without_gold_papers_is_measured_for_answers_only():
     """A questions file of unanswerable questions alone (eval/nearmiss.jsonl) has nothing to rank: no retrieval
     rows, and no error."""
