@@ -56,11 +56,13 @@ def numbers(text: str) -> set[str]:
 
 
 def quantities(text: str) -> set[str]:
-    """numbers(text) less the digits inside names (IM2GPS3K, YFCC4K, Qwen2.5, Llama-3, CHIP-8) and the years
-    of references ('(Cuturi, 2013)'): what the text gives as a value."""
+    """What the text gives as a value: numbers(text) less the digits inside names (IM2GPS3K, YFCC4K, Qwen2.5,
+    Llama-3, CHIP-8) and the years of references ('(Cuturi, 2013)'), and numbers written as words from twenty
+    up ('thirty years'; 'one' or 'two' are seldom a value: 'one of', 'a two-stage method')."""
     years = {m.start(1) for m in _REFERENCE_YEAR.finditer(text)}
     return {_value(match) for match in NUMBER.finditer(text)
-            if not _in_name(text, match.start()) and match.start() not in years}
+            if not _in_name(text, match.start()) and match.start() not in years} \
+        | {_word_value(match) for match in NUMBER_WORD.finditer(text) if match[1]}
 
 
 def _in_name(text: str, start: int) -> bool:

@@ -185,8 +185,9 @@ def test_a_question_for_a_number_is_not_answered_by_the_digits_of_a_benchmark_na
     ("a 7B model keeps 72-95% of its top-1 accuracy, and -3 dB", {"7000000000", "72", "95", "3"}),
     ("the runtime efficiency of the Sinkhorn algorithm (Cuturi, 2013)", set()),   # a reference's year
     ("two novel six-colorings (Mundinger et al., 2024a), and DRC (2019), in 2019", {"2019"}),
+    ("the first improvement in thirty years (Mundinger et al., 2024a)", {"30"}),   # words from twenty up
 ])
-def test_digits_inside_names_give_no_value(text, values):
+def test_the_values_a_text_gives(text, values):
     assert quantities(text) == values
 
 
