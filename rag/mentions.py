@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from rag.corpus import CATEGORY_SEPARATOR, Paper, fold, name_tokens
+from rag.spelling import english
 
 MAX_TOKENS_BETWEEN_NAMES = 1   # "Stuart J Russell" is named by "Stuart Russell" and "Stuart J. Russell"
 
@@ -91,11 +92,10 @@ class MentionIndex:
         return Mentions(authors, categories)
 
     def _only_a_name(self, word: str) -> bool:
-        """Is this name word no English word, and used by no paper other than in its authors' names?"""
+        """Is this name word no English word (the list loads on the first question that writes a name), and
+        used by no more papers than hold it in their authors' names?"""
         if self._papers_using is None or self._papers_using(word) > self._papers_named.get(word, 0):
             return False
-        from rag.spelling import english   # loads a word list: only for a question that writes a name
-
         return word not in english()
 
 
