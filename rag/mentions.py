@@ -15,9 +15,10 @@ A category counts as named when the question holds its full `Area · Subarea` la
 """
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
-from rag.corpus import CATEGORY_SEPARATOR, Paper, fold, name_tokens
+from rag.corpus import CATEGORY_SEPARATOR, Paper, fold, name_tokens, paper_names
 from rag.spelling import english
 
 MAX_TOKENS_BETWEEN_NAMES = 1   # "Stuart J Russell" is named by "Stuart Russell" and "Stuart J. Russell"
@@ -41,20 +42,15 @@ class MentionIndex:
         """papers_using(word): how many papers use a word anywhere, authors included (KeywordIndex's);
         without it, a surname counts alone only where only a name can stand."""
         self._names: dict[tuple[str, ...], set[tuple[str, str]]] = {}
-        words = set()
-        self._papers_named: dict[str, int] = {}   # name word -> how many papers' authors hold it
+        self._papers_named = Counter()   # name word -> how many papers' authors hold it
         for paper in papers:
-            tokens_of_paper = set()
+            self._papers_named.update(paper_names(paper.authors))
             for author in paper.authors:
                 tokens = tuple(name_tokens(author))
-                tokens_of_paper.update(tokens)
                 if len(tokens) >= 2:
                     self._names.setdefault(tokens, set()).add((paper.paper_id, author))
-            words.update(tokens_of_paper)
-            for token in tokens_of_paper:
-                self._papers_named[token] = self._papers_named.get(token, 0) + 1
         self._papers_using = papers_using
-        self.name_words = frozenset(words)   # every word of every author's name: what may be a name in a sentence
+        self.name_words = frozenset(self._papers_named)   # every word of every author name: what may be a name
         self._names_by_last: dict[str, list[tuple[str, ...]]] = {}   # so a question looks up its own words only
         for name in self._names:
             self._names_by_last.setdefault(name[-1], []).append(name)
@@ -94,7 +90,7 @@ class MentionIndex:
     def _only_a_name(self, word: str) -> bool:
         """Is this name word no English word (the list loads on the first question that writes a name), and
         used by no more papers than hold it in their authors' names?"""
-        if self._papers_using is None or self._papers_using(word) > self._papers_named.get(word, 0):
+        if self._papers_using is None or self._papers_using(word) > self._papers_named[word]:
             return False
         return word not in english()
 
