@@ -199,7 +199,7 @@ class Answerer:
                         language=question_language(found.question) if found.query != found.question else None,
                         screened={h.paper.paper_id: screen(h.paper.text) for h in found.hits})
         given = [h for h in found.hits if not record.screened[h.paper.paper_id].left_out]
-        if not given or not self.retrieval_is_confident(given):
+        if not given or not self.retrieval_is_confident(given, found.query):
             record.abstain_reason = "retrieval"
             return self._finish(record, started)
         ranked = self._ranked_sentences(found.query, found.query_embedding)   # what is read, and what is quoted
@@ -246,10 +246,12 @@ class Answerer:
         a shorter prompt is read sooner (the wall before the first token)."""
         return near_the_best(hits, question) if self.settings.prompt_papers == "near_best" else hits
 
-    def retrieval_is_confident(self, hits: list[Hit]) -> bool:
+    def retrieval_is_confident(self, hits: list[Hit], question: str) -> bool:
         """The score gate: the best paper is close enough in meaning, or the question names a paper's
-        author or category (a question that is mostly a name has a low cosine by nature)."""
-        return hits[0].dense_score >= self.settings.min_dense_score or any(h.named for h in hits)
+        author or category, or a name that paper uses ("which paper evaluates on RoboCasa?"): a question
+        that is mostly a name has a low cosine by nature."""
+        return hits[0].dense_score >= self.settings.min_dense_score or any(h.named for h in hits) \
+            or hits[0].paper.paper_id in self.retriever.keyword_index.holding_names(question, RARE_WORD_SHARE)
 
     def _generate(self, messages, checker, source_numbers, started, timings, on_sentence, on_text) -> "ReplyParser":
         parser = ReplyParser()
@@ -328,13 +330,13 @@ class Answerer:
         """The retrieved papers' passages within the token budget, in the order of `passage_order`,
         numbered by rank; a paper none of whose passages fit is left out. Sentences that address the model
         (prompt_safety.screen) are never passages, and a paper made mostly of them gives none. For a question
-        about several papers (claims.asks_for_several), when several papers are read, settings.several_sentences
+        about several papers (`about_several`), when several papers are read, settings.several_sentences
         of each paper's sentences, those that rank first as quotes (claims.quote_order), none that points to
         code unless asked; with one paper there is no budget to share, and its chunks are read. For a question
         about one paper, when several are read, the best paper's whole abstract and settings.runner_up_sentences
         of each other paper's best quotes. `ranked`: the question's _ranked_sentences when the caller has it
         already."""
-        several = asks_for_several(question)
+        several = about_several(question, self.retriever.mention_index)
         per_paper = (self.settings.several_sentences if several else self.settings.runner_up_sentences) \
             if len(hits) > 1 else 0
         by_sentence = self.settings.context_unit == "sentence" or per_paper > 0
@@ -475,6 +477,12 @@ def _join_overlaps(abstract: str, chunks: list[str]) -> list[str]:
     return pieces
 
 
+def about_several(question: str, mentions: MentionIndex | None) -> bool:
+    """Does the question ask about several papers: in its words (claims.asks_for_several), or by naming an
+    author of two or more papers ('what has Manling Li been working on?', 'show me everything from Sharon Li')?"""
+    return asks_for_several(question) or (mentions is not None and len(mentions.find(question).authors) >= 2)
+
+
 def typographic_quotes(text: str) -> str:
     """Straight double quotes as typographic ones. A claim copies the source's words into a JSON string,
     where a straight quote is the string's end to the grammar: 'an example of "emergence"' became the
@@ -523,9 +531,12 @@ class CitationChecker:
         self._wants_link = asks_for_link(question)
         self._counted = counted_terms(question, grounding.terms)   # what 'how many' counts, stemmed
         self._near_best = {h.paper.paper_id for h in near_the_best([s.hit for s in sources], question)}
-        self._rare_words_held = keywords.holding_rare_words(question, RARE_WORD_SHARE) \
-            if keywords is not None and RARE_WORD_SHARE else set()   # papers that hold the question's rare words
-        self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not asks_for_several(question)
+        self._names_held: set[str] = set()   # papers that use a name the question writes ('SeRL')
+        self._rare_words_held: set[str] = set()   # those, and papers that hold the question's rare words
+        if keywords is not None and RARE_WORD_SHARE:
+            self._names_held = keywords.holding_names(question, RARE_WORD_SHARE)
+            self._rare_words_held = self._names_held | keywords.holding_rare_words(question, RARE_WORD_SHARE)
+        self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not about_several(question, mentions)
         self.odds: float | None = None   # the model's log-odds that its sources answer; None: taken as sure
         self._answer_paper: int | None = None   # with _one_paper: the (old) number of the paper answered about
         self.invalid: list[str] = []
@@ -680,7 +691,7 @@ class CitationChecker:
             return True   # known score first: no embedding
         floor = self.sentence_floor() if hit.paper_score is not None else MIN_SOURCE_RELEVANCE
         if floor is not None and hit.paper.paper_id in self._rare_words_held:
-            return True   # as good as a close sentence: 'grokking' is a word few papers use
+            return True   # as good as a close sentence: 'grokking' is a word few papers use, 'SeRL' a name
         return floor is not None and max(similarity for _, similarity in self.ranked_sentences(hit.paper)) >= floor
 
     def sentence_floor(self) -> float | None:
@@ -741,9 +752,12 @@ class CitationChecker:
     def _close_enough_to_quote(self, n: int) -> bool:
         """A fallback quote's paper is our choice, not the model's: it must be close to the question as
         a whole (the paper model's score), not through one sentence that shares its words, unless the
-        question names its author."""
+        question names its author, or a name only a few papers use, this one among them, and the model is sure
+        that its sources answer ("who's behind ElasticMM?")."""
         score = self.sources[n].hit.paper_score
-        return score is None or score >= MIN_QUOTE_PAPER_SCORE or self._names_author_of(n)
+        return score is None or score >= MIN_QUOTE_PAPER_SCORE or self._names_author_of(n) \
+            or (self.sources[n].hit.paper.paper_id in self._names_held and self.odds is not None
+                and self.odds >= FIRM_ODDS)
 
     def _renumber(self, n: int) -> int:
         return self._renumbered.setdefault(n, len(self._renumbered) + 1)

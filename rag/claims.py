@@ -74,7 +74,8 @@ _NUMBER_QUESTION = re.compile(
     r"|多少|几", re.IGNORECASE)
 _NAME_QUESTION = re.compile(   # 'which (real-world) datasets', 'what benchmark'; not 'which papers use datasets'
     r"\b(?:which|what)(?:['’](?:s|re))?\s+(?:(?!(?:papers?|studies|study|works?|articles?|methods?)\b)[\w-]+\s+){0,2}?"
-    r"(?:datasets?|benchmarks?|corpora|corpus|baselines?|environments?|games|languages|architectures?)\b",
+    r"(?:datasets?|benchmarks?|corpora|corpus|baselines?|environments?|games|languages|architectures?|metrics|tasks"
+    r"|llms|(?<=\s)(?<!which )(?<!what )models)\b",   # 'which reward models', 'which LLMs'; not 'what models'
     re.IGNORECASE)
 _NAME = re.compile(r"(?<![\w-])(?:[A-Za-z][\w-]*\d[\w-]*|\d[\w-]*[A-Za-z][\w-]*|[\w-]*[A-Z][\w-]*)(?![\w-])")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+)$")

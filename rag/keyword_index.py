@@ -24,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 from rag.corpus import Paper, fold
+from rag.spelling import english
 
 KEYWORD_FORMAT = 3   # bump when searchable_text, the tokenisation or the saved files change
 ASKING_WORDS = re.compile(r"\b(?:papers?|stud(?:y|ies|ied)|find(?:s|ings)?|found|articles?|publications?)\b",
@@ -35,6 +36,7 @@ REQUEST = re.compile(   # a question that opens by saying what to do with the pa
 STOPWORDS = "en"   # bm25s's English list, left out of the papers' words
 QUESTION_STOPWORDS = "en_plus"   # its longer list: 'do', 'how', 'my' are rare in abstracts, not rare words of a topic
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"   # words of two or more letters or digits
+MIN_NAME_LENGTH = 3   # a shorter word is no name of a paper's own ('3D', 'RL')
 _COMPLETE = "complete"
 _PAPER_IDS = "paper_ids.json"   # the paper of each row of the saved index
 _WORDS = "words.json"   # how many papers use each word, as written (lower case), for rag.spelling
@@ -89,13 +91,32 @@ class KeywordIndex:
         "city"). Empty when the question has no rare word."""
         if self._bm25 is None:
             return set()
-        matrix = self._bm25.scores   # word by paper: the papers that use word i are indices[indptr[i]:indptr[i + 1]]
-        starts, rows = matrix["indptr"], matrix["indices"]
-        vocabulary = self._bm25.vocab_dict
-        holders = [set(rows[starts[i]:starts[i + 1]].tolist()) if (i := vocabulary.get(word)) is not None else set()
-                   for word in set(self._words(question, QUESTION_STOPWORDS))]
+        holders = [self._holders(word) for word in set(self._words(question, QUESTION_STOPWORDS))]
         rare = [papers for papers in holders if len(papers) <= max_share * len(self._ids)]
         return {self._ids[i] for i in set.intersection(*rare)} if rare else set()
+
+    def holding_names(self, question: str, max_share: float) -> set[str]:
+        """The papers that use a name the question writes, in any case: a word of MIN_NAME_LENGTH or more
+        letters that is no English word (pyspellchecker's list: 'SeRL', 'odesteer', 'NetHack', 'grokking') and
+        that at least one and at most `max_share` of the papers use. Such a word says which paper is meant
+        however little else the question shares with it ("who's behind ElasticMM?"). Empty when the question
+        writes no name."""
+        if self._bm25 is None:
+            return set()
+        names = {word for word in re.findall(TOKEN_PATTERN, fold(question).lower())
+                 if len(word) >= MIN_NAME_LENGTH and not word.isdigit() and word not in english()
+                 and 0 < self.papers_using(word) <= max_share * len(self._ids)}
+        held = set().union(*(self._holders(word) for name in names for word in self._words(name, STOPWORDS)))
+        return {self._ids[i] for i in held}
+
+    def _holders(self, word: str) -> set[int]:
+        """The rows of the papers that use a stemmed word (BM25's word-by-paper matrix: the papers that use
+        word i are indices[indptr[i]:indptr[i + 1]])."""
+        i = self._bm25.vocab_dict.get(word)
+        if i is None:
+            return set()
+        starts = self._bm25.scores["indptr"]
+        return set(self._bm25.scores["indices"][starts[i]:starts[i + 1]].tolist())
 
     def papers_using(self, word: str) -> int:
         """How many papers use the word as written (any case, accents optional), in text, authors or category."""

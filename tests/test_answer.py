@@ -196,6 +196,8 @@ def test_the_values_a_text_gives(text, values):
     ("On which two benchmarks does GeoRanker report results?", True),
     ("Which papers use diffusion models on protein datasets?", False), ("What methods reduce reasoning length?", False),
     ("Which paper trains language models?", False), ("what's the dataset they built", True),
+    ("which reward models did PersonalLLM use to simulate its users?", True), ("Which LLMs were tested?", True),
+    ("What models are best for translation?", False),
 ])
 def test_asks_for_name(question, asks):
     assert asks_for_name(question) == asks
@@ -351,6 +353,16 @@ def test_the_score_gate_spares_a_paper_the_question_names(retriever):
     answer = ask(retriever, model, "What did Grace Hopper build?", min_dense_score=0.99)
     assert model.history and answer.sources[0].named and answer.sources[0].paper.label == "Hopper"
     assert answer.abstain_reason != "retrieval"
+
+
+@pytest.mark.parametrize("question, asked", [("grokking?", True), ("compilers?", False)])
+def test_the_score_gate_spares_the_paper_that_uses_a_name_the_question_writes(retriever, monkeypatch, question,
+                                                                               asked):
+    monkeypatch.setattr("rag.answer.RARE_WORD_SHARE", 0.4)   # a word one paper of three uses is rare
+    model = ScriptedModel(items((GROKKING, 1)))
+    answer = ask(retriever, model, question, min_dense_score=0.99)
+    assert bool(model.history) is asked   # 'grokking' is no English word: a name; 'compilers' is a word
+    assert (answer.abstain_reason == "retrieval") is not asked
 
 
 def test_the_prompt_shows_the_authors_of_a_paper_the_question_names_them_of(run):
@@ -654,6 +666,18 @@ def test_a_quote_needs_its_whole_abstract_close_to_the_question(run, retriever, 
     assert labels(answer) == (["Lovelace and Babbage"] if quoted else [])
 
 
+@pytest.mark.parametrize("odds, quoted", [(FIRM_ODDS, True), (MIN_SURE_ODDS, False)])
+def test_the_paper_using_a_name_the_question_writes_is_quoted_when_the_model_is_sure(retriever, monkeypatch, odds,
+                                                                                     quoted):
+    monkeypatch.setattr("rag.answer.RARE_WORD_SHARE", 0.4)   # a word one paper of three uses is rare
+    with_paper_score(retriever, monkeypatch, 0.1)   # a question that is mostly a name is far from every abstract
+    question = "Who is behind grokking?"
+    n = {hit.paper.label: rank for rank, hit in enumerate(retriever.search(question, k=3).hits, start=1)}
+    answer = ask(retriever, DoubtingModel(items((COMPILER, n["Hopper"])), odds=odds), question)
+    assert ("quote" in [s.kind for s in answer.sentences]) == quoted and answer.abstained != quoted
+    assert labels(answer) == (["Lovelace and Babbage"] if quoted else [])
+
+
 def test_a_question_that_asks_for_a_number_gets_no_quote_in_place_of_an_answer(run):
     answer = run(lambda n: items((COMPILER, n["Hopper"])), question="How many steps does grokking take?")
     assert answer.abstained and "quote" not in [s.kind for s in answer.sentences]
@@ -714,6 +738,20 @@ def test_a_question_about_one_paper_is_answered_about_the_first_paper_shown(run,
                  question="What happens in grokking and what does the compiler do?")
     assert [s.kind for s in answer.sentences] == ["claim"] and labels(answer) == ["Hopper"]
     assert answer.answer == f"Hopper: {COMPILER} [1]"
+
+
+def test_a_question_naming_an_author_of_several_papers_is_answered_about_each(tmp_path, monkeypatch):
+    monkeypatch.setattr("rag.answer.MIN_SOURCE_RELEVANCE", 0.0)
+    papers = [SMALL_PAPERS[0], (None, "Grace Hopper", SMALL_PAPERS[1][2]),
+              (None, "Grace Hopper, Alan Turing", "We count how often machines halt on business workloads.")]
+    corpus = write_corpus(tmp_path / "c.txt", papers)
+    question = "What has Grace Hopper been working on?"
+    with Retriever(Settings.from_env(corpus=corpus, prompt_papers="all")) as retriever:
+        n = {hit.paper.label: rank for rank, hit in enumerate(retriever.search(question, k=3).hits, start=1)}
+        answer = ask(retriever, ScriptedModel(items((COMPILER, n["Hopper"]),
+                                                    ("Machines halt on business workloads.", n["Hopper and Turing"]))),
+                     question)
+    assert sorted(labels(answer)) == ["Hopper", "Hopper and Turing"] and answer.lead == "2 of the papers answer this:"
 
 
 @pytest.mark.parametrize("question, several", [

@@ -60,7 +60,8 @@ def replay(rows: list[dict], answerer: Answerer, model: DraftModel, judges) -> l
         if row["answer"]["abstain_reason"] in ("model", "retrieval"):
             scored.append(row)
             continue
-        if not answerer.retrieval_is_confident(answerer.retriever.search(row["answer"]["question"]).hits):
+        found = answerer.retriever.search(row["answer"]["question"])
+        if not answerer.retrieval_is_confident(found.hits, found.query):
             scored.append(row | {"outcome": row["outcome"] | {"answered": False, "abstain_reason": "retrieval",
                                                               "correct": not row["answerable"]}})
             continue
