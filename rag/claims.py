@@ -72,6 +72,8 @@ _NUMBER_QUESTION = re.compile(
     r"(?:number|count|percentage|percent|fraction|share|rate|ratio|size|amount|value|score|accuracy|speed-?up|"
     r"improvement|gain|gap|reduction|increase|depth|width)s?\b"
     r"|多少|几", re.IGNORECASE)
+_TOPIC_OF_A_PAPER = re.compile(r"\b(?:papers?|works?|stud(?:y|ies)|research|anything|something)\s+"
+                               r"(?:on|about|into|regarding)\s+$", re.IGNORECASE)   # ... before 'how many'
 _NAME_QUESTION = re.compile(   # 'which (real-world) datasets', 'what benchmark'; not 'which papers use datasets'
     r"\b(?:which|what)(?:['’](?:s|re))?\s+(?:(?!(?:papers?|studies|study|works?|articles?|methods?)\b)[\w-]+\s+){0,2}?"
     r"(?:datasets?|benchmarks?|corpora|corpus|baselines?|environments?|games|languages|architectures?|metrics|tasks"
@@ -106,7 +108,7 @@ _SEVERAL = re.compile(   # the plural must be what is asked about: "which papers
     r"|\bwhat(?:'s|’s|\s+is)\s+(?:out\s+)?there\s+(?:on|about|for|regarding)\b"
     r"|\bwhat\s+(?:has|have)\s+been\s+(?:done|written|published|proposed|tried)\b"
     r"|\bwho\s+(?:(?:has|have|is|are)\s+)?(?:works?|worked|working|stud(?:y|ies|ied|ying)|looks? at|looked at)\b"
-    r"|\b(?:overview|survey|round-?up)\s+of\b"
+    r"|\b(?:overview|survey|round-?up)\s+of\b|\breading list\b"
     r"|哪些|哪几|几篇|多篇|这些", re.IGNORECASE)
 _UNNAMED_SUBJECT = re.compile(r"(?:the|this) (?P<kind>paper|work|study|article)\b|(?:in this (?:paper|work),? )?we\b"
                               r"|the authors\b", re.IGNORECASE)
@@ -146,8 +148,9 @@ def method_names(text: str) -> set[str]:
 
 
 def asks_for_number(question: str) -> bool:
-    """Does the question ask for a quantity (how many, what rate, which percentage …)?"""
-    return bool(_NUMBER_QUESTION.search(question))
+    """Does the question ask for a quantity (how many, what rate, which percentage …)? Not when it asks for
+    a paper about one ("Is there a paper on how many samples are needed …?")."""
+    return any(not _TOPIC_OF_A_PAPER.search(question, 0, m.start()) for m in _NUMBER_QUESTION.finditer(question))
 
 
 def asks_for_name(question: str) -> bool:

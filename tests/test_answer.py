@@ -774,6 +774,7 @@ def test_a_question_naming_an_author_of_several_papers_is_answered_about_each(tm
     ("Is there work on forecasting stock prices?", True), ("Give me an overview of work on SAEs", True),
     ("Is there work that traces hallucination to one cause?", False), ("What did Andrew Saxe work on?", False),
     ("Who proposed GFPO?", False), ("Summarize the grokking paper", False), ("Is there a paper about TikZ?", False),
+    ("give me a reading list on model merging", True),
 ])
 def test_asks_for_several(question, several):
     assert asks_for_several(question) is several
@@ -828,7 +829,9 @@ def test_an_invented_number_for_a_question_that_asks_for_none_gives_way_to_the_q
     ("Which paper studies grokking?", False), ("What does the compiler do?", False),
     ("What optimality gap does the solver reach?", True), ("What tree depth was used?", True),
     ("What improvement does it report?", True), ("What loss function do they use?", False),
-    ("what's the accuracy of GeoRanker on YFCC4K", True), ("what's new in speech generation", False)])
+    ("what's the accuracy of GeoRanker on YFCC4K", True), ("what's new in speech generation", False),
+    ("Is there a paper on how many samples are needed to learn a multi-index model?", False),   # asks for the paper
+    ("Is there work on how much data is needed, and how many GPUs did it use?", True)])
 def test_questions_that_ask_for_a_number(question, expected):
     from rag.claims import asks_for_number
 
