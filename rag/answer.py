@@ -251,7 +251,8 @@ class Answerer:
         author or category, or a name that paper uses ("which paper evaluates on RoboCasa?"): a question
         that is mostly a name has a low cosine by nature."""
         return hits[0].dense_score >= self.settings.min_dense_score or any(h.named for h in hits) \
-            or hits[0].paper.paper_id in self.retriever.keyword_index.holding_names(question, RARE_WORD_SHARE)
+            or hits[0].paper.paper_id in self.retriever.keyword_index.holding_names(names_given(question, ""),
+                                                                                  RARE_WORD_SHARE)
 
     def _generate(self, messages, checker, source_numbers, started, timings, on_sentence, on_text) -> "ReplyParser":
         parser = ReplyParser()
@@ -534,7 +535,7 @@ class CitationChecker:
         self._names_held: set[str] = set()   # papers that use a name the question writes ('SeRL')
         self._rare_words_held: set[str] = set()   # those, and papers that hold the question's rare words
         if keywords is not None and RARE_WORD_SHARE:
-            self._names_held = keywords.holding_names(question, RARE_WORD_SHARE)
+            self._names_held = keywords.holding_names(names_given(question, ""), RARE_WORD_SHARE)
             self._rare_words_held = self._names_held | keywords.holding_rare_words(question, RARE_WORD_SHARE)
         self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not about_several(question, mentions)
         self.odds: float | None = None   # the model's log-odds that its sources answer; None: taken as sure

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 from rag.corpus import Paper, fold
@@ -95,18 +96,18 @@ class KeywordIndex:
         rare = [papers for papers in holders if len(papers) <= max_share * len(self._ids)]
         return {self._ids[i] for i in set.intersection(*rare)} if rare else set()
 
-    def holding_names(self, question: str, max_share: float) -> set[str]:
-        """The papers that use a name the question writes, in any case: a word of MIN_NAME_LENGTH or more
-        letters that is no English word (pyspellchecker's list: 'SeRL', 'odesteer', 'NetHack', 'grokking') and
-        that at least one and at most `max_share` of the papers use. Such a word says which paper is meant
-        however little else the question shares with it ("who's behind ElasticMM?"). Empty when the question
-        writes no name."""
+    def holding_names(self, names: Iterable[str], max_share: float) -> set[str]:
+        """The papers that use one of these names (words a question writes as names: claims.names_given), in
+        any case: a word of a name, MIN_NAME_LENGTH or more letters long, that is no English word
+        (pyspellchecker's list: 'SeRL', 'ODESteer', 'NetHack'; not 'Transformers') and that at least one and
+        at most `max_share` of the papers use. Such a word says which paper is meant however little else the
+        question shares with it ("who's behind ElasticMM?"). Empty when there is none."""
         if self._bm25 is None:
             return set()
-        names = {word for word in re.findall(TOKEN_PATTERN, fold(question).lower())
+        words = {word for name in names for word in re.findall(TOKEN_PATTERN, fold(name).lower())
                  if len(word) >= MIN_NAME_LENGTH and not word.isdigit() and word not in english()
                  and 0 < self.papers_using(word) <= max_share * len(self._ids)}
-        held = set().union(*(self._holders(word) for name in names for word in self._words(name, STOPWORDS)))
+        held = set().union(*(self._holders(stem) for word in words for stem in self._words(word, STOPWORDS)))
         return {self._ids[i] for i in held}
 
     def _holders(self, word: str) -> set[int]:

@@ -355,13 +355,14 @@ def test_the_score_gate_spares_a_paper_the_question_names(retriever):
     assert answer.abstain_reason != "retrieval"
 
 
-@pytest.mark.parametrize("question, asked", [("grokking?", True), ("compilers?", False)])
+@pytest.mark.parametrize("question, asked", [("the Grokking paper?", True), ("the Compilers paper?", False),
+                                              ("the grokking paper?", False)])
 def test_the_score_gate_spares_the_paper_that_uses_a_name_the_question_writes(retriever, monkeypatch, question,
                                                                                asked):
     monkeypatch.setattr("rag.answer.RARE_WORD_SHARE", 0.4)   # a word one paper of three uses is rare
     model = ScriptedModel(items((GROKKING, 1)))
     answer = ask(retriever, model, question, min_dense_score=0.99)
-    assert bool(model.history) is asked   # 'grokking' is no English word: a name; 'compilers' is a word
+    assert bool(model.history) is asked   # 'Grokking' is written as a name and no English word; 'Compilers' is one
     assert (answer.abstain_reason == "retrieval") is not asked
 
 
@@ -671,7 +672,7 @@ def test_the_paper_using_a_name_the_question_writes_is_quoted_when_the_model_is_
                                                                                      quoted):
     monkeypatch.setattr("rag.answer.RARE_WORD_SHARE", 0.4)   # a word one paper of three uses is rare
     with_paper_score(retriever, monkeypatch, 0.1)   # a question that is mostly a name is far from every abstract
-    question = "Who is behind grokking?"
+    question = "Who is behind Grokking?"
     n = {hit.paper.label: rank for rank, hit in enumerate(retriever.search(question, k=3).hits, start=1)}
     answer = ask(retriever, DoubtingModel(items((COMPILER, n["Hopper"])), odds=odds), question)
     assert ("quote" in [s.kind for s in answer.sentences]) == quoted and answer.abstained != quoted
