@@ -97,18 +97,29 @@ class KeywordIndex:
         return {self._ids[i] for i in set.intersection(*rare)} if rare else set()
 
     def holding_names(self, names: Iterable[str], max_share: float) -> set[str]:
-        """The papers that use one of these names (words a question writes as names: claims.names_given), in
-        any case: a word of a name, MIN_NAME_LENGTH or more letters long, that is no English word
-        (pyspellchecker's list: 'SeRL', 'ODESteer', 'NetHack'; not 'Transformers') and that at least one and
-        at most `max_share` of the papers use. Such a word says which paper is meant however little else the
-        question shares with it ("who's behind ElasticMM?"). Empty when there is none."""
+        """The papers that use a word of one of these names (as a question writes them: claims.names_given),
+        in any case: a word of MIN_NAME_LENGTH or more letters that is no English word (pyspellchecker's
+        list: 'SeRL', 'ODESteer', 'NetHack', 'rStar' of 'rStar-Math'; not 'Transformers' or 'Arena-Hard')
+        and that at least one and at most `max_share` of the papers use. Such a word says which paper is
+        meant however little else the question shares with it ("who's behind ElasticMM?"). Empty when there
+        is none."""
         if self._bm25 is None:
             return set()
         words = {word for name in names for word in re.findall(TOKEN_PATTERN, fold(name).lower())
-                 if len(word) >= MIN_NAME_LENGTH and not word.isdigit() and word not in english()
-                 and 0 < self.papers_using(word) <= max_share * len(self._ids)}
-        held = set().union(*(self._holders(stem) for word in words for stem in self._words(word, STOPWORDS)))
+                 if len(word) >= MIN_NAME_LENGTH and not word.isdigit() and word not in english()}
+        held = set()
+        for word in words:
+            users = self._users(word)
+            if len(users) <= max_share * len(self._ids):
+                held |= users
         return {self._ids[i] for i in held}
+
+    def _users(self, word: str) -> set[int]:
+        """The rows of the papers that use a word as written; by its stem, so a word whose stem other words
+        share ('AIME', 'aim') seems used by more papers than it is, never by fewer."""
+        if not self.papers_using(word):
+            return set()
+        return set().union(*(self._holders(stem) for stem in self._words(word, STOPWORDS)))
 
     def _holders(self, word: str) -> set[int]:
         """The rows of the papers that use a stemmed word (BM25's word-by-paper matrix: the papers that use
