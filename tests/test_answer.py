@@ -762,6 +762,9 @@ def test_a_question_naming_an_author_of_several_papers_is_answered_about_each(tm
     ("Is there a way to keep a reasoning model's answers short?", False),
     ("Which Deep Learning · Theory papers are about autoencoders?", True), ("Are there any studies of grokking?", True),
     ("How does a network learn an algorithm that works on long sequences?", False),   # the plural is not what is asked
+    ("Which paper studies grokking?", False), ("Which article studies why reasoning models ramble?", False),
+    ("Which paper works on merging fine-tuned models?", False), ("Which one studies grokking?", False),
+    ("Which studies look at grokking?", True), ("Which recent works study grokking?", True),
     ("How can I split the columns of a dataset into groups?", False),
     ("By how much do the merged models beat other merging methods?", False),
     ("Give me papers about sparse autoencoders.", True), ("Papers on optimal transport?", True),
