@@ -130,6 +130,15 @@ def test_the_holdout_set_is_worded_away_from_the_abstracts_and_states_their_fact
     assert all(e in PAPERS[q.gold[0]] for q in questions if q.expected for e in q.expected)
 
 
+def test_the_fresh_set_has_every_type_but_categories_and_states_its_facts():
+    """eval/fresh.jsonl: gold papers that exist, `expected` strings in the gold abstract, unanswerable ones
+    without gold papers."""
+    questions = load_questions(default_question_sets()["lexical"].with_name("fresh.jsonl"), set(PAPERS))
+    assert {q.type for q in questions} == set(QUESTION_TYPES) - {"category"} and len(questions) >= 72
+    assert all(e in PAPERS[q.gold[0]] for q in questions if q.expected for e in q.expected)
+    assert all(bool(q.gold) == q.answerable for q in questions)
+
+
 def test_the_short_set_asks_in_a_few_words():
     """eval/short.jsonl: questions of at most 16 words; answerable ones with gold papers that exist, unanswerable
     ones either off the corpus (no gold) or next to one paper whose abstract lacks the fact asked (that paper)."""
