@@ -100,8 +100,9 @@ _SEVERAL = re.compile(   # the plural must be what is asked about: "which papers
     rf"|\b{_REQUEST}\s+(?:me\s+|us\s+)?(?:[\w'-]+\s+){{0,3}}?{_PAPERS}\b|^\W*{_PAPERS}\b"   # "give me papers on X"
     rf"|\b(?:which|what|any|some|several|multiple|various|different)\s+(?:[\w'-]+\s+){{0,3}}?{_VERB_AFTER_ONE}"
     rf"{_APPROACHES}\b"
-    rf"|\b(?:{_ANY}|the)\s+(?:[\w'-]+\s+)?(?:research|literature)\b"
-    rf"|\b{_ANY}\s+(?:(?:prior|recent|related|existing|previous|other)\s+)?work\b"
+    rf"|\b(?:{_ANY}|the)\s+(?:[\w'-]+\s+)?(?:research|literature)\b(?!\s+(?:paper|study|article|work)\b)"
+    rf"|\b(?!which\s+work\s+[a-z]*[^\Ws]s\b){_ANY}\s+(?:(?:prior|recent|related|existing|previous|other)\s+)?"
+    rf"work\b"   # not 'which work proposes X?', one paper
     r"|\bresearch (?:on|into|about)\b|\bwhich ones\b"
     # as users ask for what there is: "grokking papers?", "anything about grokking?", "what's out there on
     # merging?", "what has been done on SAEs?", "who works on causal discovery?", "an overview of work on SAEs"

@@ -765,6 +765,8 @@ def test_a_question_naming_an_author_of_several_papers_is_answered_about_each(tm
     ("Which paper studies grokking?", False), ("Which article studies why reasoning models ramble?", False),
     ("Which paper works on merging fine-tuned models?", False), ("Which one studies grokking?", False),
     ("Which studies look at grokking?", True), ("Which recent works study grokking?", True),
+    ("Which work proposes a watermark for code models?", False), ("Which research paper proposes GFPO?", False),
+    ("What prior work exists on grokking?", True), ("What research is there on grokking?", True),
     ("How can I split the columns of a dataset into groups?", False),
     ("By how much do the merged models beat other merging methods?", False),
     ("Give me papers about sparse autoencoders.", True), ("Papers on optimal transport?", True),
