@@ -92,11 +92,16 @@ _PAPERS = r"(?:papers|studies|articles|publications)"
 _APPROACHES = r"(?:works|approaches|methods|techniques|ways|lines of (?:work|research)|authors|groups|teams)"
 _REQUEST = r"(?:give|show|find|list|recommend|suggest|name|get|cite)"
 _ANY = r"(?:which|what|any|some|existing|prior|recent|related)"   # before a mass noun: "any research", "what work"
-_VERB_AFTER_ONE = r"(?<!\bpaper\s)(?<!\bstudy\s)(?<!\bwork\s)(?<!\barticle\s)(?<!\bone\s)"   # 'which paper studies X'
+_VERB_AFTER_ONE = "".join(rf"(?<!\b{noun}\s)" for noun in (   # 'which paper studies X', 'which method works best'
+    "paper", "study", "work", "article", "one", "method", "approach", "technique", "model", "benchmark",
+    "framework", "system", "algorithm", "that"))
+_ONE_OF_THEM = re.compile(   # 'which of these papers proposes GFPO?', 'which one of the papers is about …': one paper
+    rf"\b(?:which|what)\s+(?:one\s+)?of\s+(?:the|these|those)\s+(?:[\w'-]+\s+){{0,2}}?{_PAPERS}\s+"
+    r"(?:is|was|has|does|[a-z]*[^\Ws]s)\b|\bwhich\s+one\s+of\b", re.IGNORECASE)
 _SEVERAL = re.compile(   # the plural must be what is asked about: "which papers", "any studies", "what methods"
     rf"\b(?:which|what)\b[^?.!]{{0,80}}?\b{_VERB_AFTER_ONE}{_PAPERS}\b"
     rf"|\b(?:any|some|several|multiple|various|different|all|these|those|the|other|there)\s+(?:[\w'-]+\s+){{0,3}}?"
-    rf"{_PAPERS}\b"
+    rf"{_VERB_AFTER_ONE}{_PAPERS}\b"
     rf"|\b{_REQUEST}\s+(?:me\s+|us\s+)?(?:[\w'-]+\s+){{0,3}}?{_PAPERS}\b|^\W*{_PAPERS}\b"   # "give me papers on X"
     rf"|\b(?:which|what|any|some|several|multiple|various|different)\s+(?:[\w'-]+\s+){{0,3}}?{_VERB_AFTER_ONE}"
     rf"{_APPROACHES}\b"
@@ -202,8 +207,9 @@ def words_after_numbers(text: str, span: int = 3) -> list[str]:
 
 
 def asks_for_several(question: str) -> bool:
-    """Does the question ask about several papers ('which papers', 'what approaches', 哪些)?"""
-    return bool(_SEVERAL.search(question))
+    """Does the question ask about several papers ('which papers', 'what approaches', 哪些)? Not when it asks
+    which one of them ('which of these papers proposes GFPO?')."""
+    return bool(_SEVERAL.search(question)) and not _ONE_OF_THEM.search(question)
 
 
 def score_margin(question: str) -> float:
