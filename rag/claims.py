@@ -116,7 +116,7 @@ _SEVERAL = re.compile(   # the plural must be what is asked about: "which papers
     r"|\bwhat(?:'s|’s|\s+is)\s+(?:out\s+)?there\s+(?:on|about|for|regarding)\b"
     r"|\bwhat\s+(?:has|have)\s+been\s+(?:done|written|published|proposed|tried)\b"
     r"|\bwho\s+(?:(?:has|have|is|are)\s+)?(?:works?|worked|working|stud(?:y|ies|ied|ying)|looks? at|looked at)\b"
-    r"|\b(?:overview|survey|round-?up)\s+of\b|\breading list\b"
+    r"|\b(?:overview|survey|round-?up)\s+of\b|\breading list\b|\bmore than one (?:paper|study|work|article)\b"
     r"|哪些|哪几|几篇|多篇|这些", re.IGNORECASE)
 _UNNAMED_SUBJECT = re.compile(r"(?:the|this) (?P<kind>paper|work|study|article)\b|(?:in this (?:paper|work),? )?we\b"
                               r"|the authors\b", re.IGNORECASE)
