@@ -89,7 +89,8 @@ COUNTED_ALIKE = ("examples samples instances",)   # words for the same counted t
 _RATIO_WORDS = {"times", "fold"}   # 'how many times (faster)' asks for a ratio, not a count of times
 _COUNTED = re.compile(r"\bhow many\s+([\w'-]+(?:\s+[\w'-]+){0,2})", re.IGNORECASE)
 _PAPERS = r"(?:papers|studies|articles|publications)"
-_APPROACHES = r"(?:works|approaches|methods|techniques|ways|lines of (?:work|research)|authors|groups|teams)"
+_APPROACHES = r"(?:works|approaches|methods|techniques|ways|lines of (?:work|research)|(?<!\bthe\s)(?:authors|groups|teams))"
+# 'which authors', 'what groups'; not 'the authors' of one paper ('what do the authors of GFPO find?')
 _REQUEST = r"(?:give|show|find|list|recommend|suggest|name|get|cite)"
 _ANY = r"(?:which|what|any|some|existing|prior|recent|related)"   # before a mass noun: "any research", "what work"
 _VERB_AFTER_ONE = "".join(rf"(?<!\b{noun}\s)" for noun in (   # 'which paper studies X', 'which method works best'

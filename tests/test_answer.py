@@ -771,6 +771,8 @@ def test_a_question_naming_an_author_of_several_papers_is_answered_about_each(tm
     ("Which one of the papers is about autoencoders?", False), ("Which benchmark studies embodied agents?", False),
     ("Tell me about the paper that studies grokking", False), ("Which of these papers study grokking?", True),
     ("Which methods work best?", True), ("Is grokking studied by more than one paper?", True),
+    ("What do the authors of GFPO find?", False), ("In which paper do the authors swap layers?", False),
+    ("Which authors work on fairness?", True),
     ("How can I split the columns of a dataset into groups?", False),
     ("By how much do the merged models beat other merging methods?", False),
     ("Give me papers about sparse autoencoders.", True), ("Papers on optimal transport?", True),
