@@ -251,8 +251,7 @@ class Answerer:
         author or category, or a name that paper uses ("which paper evaluates on RoboCasa?"): a question
         that is mostly a name has a low cosine by nature."""
         return hits[0].dense_score >= self.settings.min_dense_score or any(h.named for h in hits) \
-            or hits[0].paper.paper_id in self.retriever.keyword_index.holding_names(names_given(question, ""),
-                                                                                  RARE_WORD_SHARE)
+            or hits[0].paper.paper_id in papers_holding_names(self.retriever.keyword_index, question)
 
     def _generate(self, messages, checker, source_numbers, started, timings, on_sentence, on_text) -> "ReplyParser":
         parser = ReplyParser()
@@ -478,6 +477,12 @@ def _join_overlaps(abstract: str, chunks: list[str]) -> list[str]:
     return pieces
 
 
+def papers_holding_names(keywords, question: str) -> set[str]:
+    """The papers that use a name the question writes ('SeRL', 'NetHack'), a name few papers use
+    (KeywordIndex.holding_names, RARE_WORD_SHARE)."""
+    return keywords.holding_names(names_given(question, ""), RARE_WORD_SHARE)
+
+
 def about_several(question: str, mentions: MentionIndex | None) -> bool:
     """Does the question ask about several papers: in its words (claims.asks_for_several), or by naming an
     author of two or more papers ('what has Manling Li been working on?', 'show me everything from Sharon Li')?"""
@@ -535,7 +540,7 @@ class CitationChecker:
         self._names_held: set[str] = set()   # papers that use a name the question writes ('SeRL')
         self._rare_words_held: set[str] = set()   # those, and papers that hold the question's rare words
         if keywords is not None and RARE_WORD_SHARE:
-            self._names_held = keywords.holding_names(names_given(question, ""), RARE_WORD_SHARE)
+            self._names_held = papers_holding_names(keywords, question)
             self._rare_words_held = self._names_held | keywords.holding_rare_words(question, RARE_WORD_SHARE)
         self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not about_several(question, mentions)
         self.odds: float | None = None   # the model's log-odds that its sources answer; None: taken as sure

@@ -93,12 +93,13 @@ _APPROACHES = r"(?:works|approaches|methods|techniques|ways|lines of (?:work|res
 # 'which authors', 'what groups'; not 'the authors' of one paper ('what do the authors of GFPO find?')
 _REQUEST = r"(?:give|show|find|list|recommend|suggest|name|get|cite)"
 _ANY = r"(?:which|what|any|some|existing|prior|recent|related)"   # before a mass noun: "any research", "what work"
+_SINGULAR_VERB = r"[a-z]*[^\Ws]s"   # a word ending in one 's': 'proposes', 'uses', 'is', 'has', 'does'
 _VERB_AFTER_ONE = "".join(rf"(?<!\b{noun}\s)" for noun in (   # 'which paper studies X', 'which method works best'
     "paper", "study", "work", "article", "one", "method", "approach", "technique", "model", "benchmark",
     "framework", "system", "algorithm", "that"))
 _ONE_OF_THEM = re.compile(   # 'which of these papers proposes GFPO?', 'which one of the papers is about …': one paper
     rf"\b(?:which|what)\s+(?:one\s+)?of\s+(?:the|these|those)\s+(?:[\w'-]+\s+){{0,2}}?{_PAPERS}\s+"
-    r"(?:is|was|has|does|[a-z]*[^\Ws]s)\b|\bwhich\s+one\s+of\b", re.IGNORECASE)
+    rf"{_SINGULAR_VERB}\b|\bwhich\s+one\s+of\b", re.IGNORECASE)
 _SEVERAL = re.compile(   # the plural must be what is asked about: "which papers", "any studies", "what methods"
     rf"\b(?:which|what)\b[^?.!]{{0,80}}?\b{_VERB_AFTER_ONE}{_PAPERS}\b"
     rf"|\b(?:any|some|several|multiple|various|different|all|these|those|the|other|there)\s+(?:[\w'-]+\s+){{0,3}}?"
@@ -107,7 +108,7 @@ _SEVERAL = re.compile(   # the plural must be what is asked about: "which papers
     rf"|\b(?:which|what|any|some|several|multiple|various|different)\s+(?:[\w'-]+\s+){{0,3}}?{_VERB_AFTER_ONE}"
     rf"{_APPROACHES}\b"
     rf"|\b(?:{_ANY}|the)\s+(?:[\w'-]+\s+)?(?:research|literature)\b(?!\s+(?:paper|study|article|work)\b)"
-    rf"|\b(?!which\s+work\s+[a-z]*[^\Ws]s\b){_ANY}\s+(?:(?:prior|recent|related|existing|previous|other)\s+)?"
+    rf"|\b(?!which\s+work\s+{_SINGULAR_VERB}\b){_ANY}\s+(?:(?:prior|recent|related|existing|previous|other)\s+)?"
     rf"work\b"   # not 'which work proposes X?', one paper
     r"|\bresearch (?:on|into|about)\b|\bwhich ones\b"
     # as users ask for what there is: "grokking papers?", "anything about grokking?", "what's out there on
