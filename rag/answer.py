@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 
 from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE,
                         MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS, ONE_PAPER_FOR_ONE_QUESTION, RARE_WORD_SHARE,
-                        asks_for_link, asks_for_name, asks_for_number, asks_for_several, counted_terms, method_names,
-                        name_the_paper, names_given, near_the_best, not_stated_claim, points_to_link, quote_order,
-                        quoted_claim, split_label, whole_sentence, words_after_numbers,
+                        asks_for_link, asks_for_name, asks_for_number, asks_for_several, counted_terms,
+                        in_third_person, method_names, name_the_paper, names_given, near_the_best, not_stated_claim,
+                        points_to_link, quote_order, quoted_claim, split_label, whole_sentence, words_after_numbers,
                         written_labels, written_names)
 from rag.corpus import Paper, name_tokens, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
@@ -143,6 +143,14 @@ class Answer:
         if self.abstained or len(papers) < 2 or len(self.sentences) < 2:
             return None
         return "" if self.language else LIST_LEAD.format(count=len(papers))
+
+    def items(self) -> list[list[Sentence]]:
+        """The list of an answer about several papers: one item per paper (per set of citations), its
+        sentences in the order shown, the papers in the order they are first told."""
+        grouped: dict[tuple[int, ...], list[Sentence]] = {}
+        for sentence in self.sentences:
+            grouped.setdefault(tuple(sentence.citations), []).append(sentence)
+        return list(grouped.values())
 
     def _instructions_json(self, hit: Hit) -> dict:
         """How many of the paper's sentences read as instructions to the model and were kept out of the
@@ -303,7 +311,7 @@ class Answerer:
         if record.language and self.translator:
             self._translate_back(record)
         if record.lead is not None:
-            body = "\n".join(f"- {s.render()}" for s in record.sentences)
+            body = "\n".join("- " + " ".join(s.render() for s in item) for item in record.items())
             record.answer = f"{record.lead}\n{body}" if record.lead else body
         else:
             record.answer = " ".join(s.render() for s in record.sentences)
@@ -640,11 +648,11 @@ class CitationChecker:
         if backing and self._wants_name and not self._gives_name(text):   # 'evaluated on real-world datasets'
             return self._quote(backing) or self._not_stated(backing)   # its sentence that names them, if any
         if len(backing) > 1:
-            return Sentence(text, backing, True)
+            return Sentence(in_third_person(text), backing, True)
         if backing:
             label = self.sources[backing[0]].hit.paper.label
-            return self._whole_sentence_of(text, backing[0]) \
-                or Sentence(name_the_paper(text, label, first=not self._has_shown(backing[0])), backing, True)
+            return self._whole_sentence_of(text, backing[0]) or Sentence(
+                in_third_person(name_the_paper(text, label, first=not self._has_shown(backing[0]))), backing, True)
         owners = [n for n in cited if self._names_belong(names, [n], labels)]
         if owners and not self._on_topic(owners):   # unsupported, and about a paper that does not answer
             return Sentence(text, owners, False, kind="off_question")
@@ -751,7 +759,7 @@ class CitationChecker:
         if self.ranked_sentences is None:
             return None
         paper = self.sources[n].hit.paper
-        sentence = whole_sentence(text, [s for s, _ in self.ranked_sentences(paper)])
+        sentence = whole_sentence(text, [s for s, _ in self.ranked_sentences(paper)], paper.label)
         return None if sentence is None else Sentence(quoted_claim(paper.label, sentence), [n], True, kind="quote",
                                                       quote=sentence)
 

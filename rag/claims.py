@@ -39,7 +39,8 @@ Three rules that grounding.py's support check does not cover, each deterministic
 A shown claim that speaks of its paper without naming it ("The paper shows", "We propose") is
 named, and a paper's first shown claim that does not name it starts with its label
 (`name_the_paper`); a claim that starts in the middle of one of its source's sentences (a lowercase
-first word: the model copied a tail) gives way to that whole sentence, quoted (`whole_sentence`).
+first word: the model copied a tail) gives way to that whole sentence, quoted (`whole_sentence`);
+a claim speaks of the authors, not as them ("our baselines" -> "their baselines": `in_third_person`).
 The floors were chosen on the tune parts of eval/ (eval/README.md).
 """
 
@@ -122,6 +123,9 @@ _SEVERAL = re.compile(   # the plural must be what is asked about: "which papers
     r"|哪些|哪几|几篇|多篇|这些", re.IGNORECASE)
 _UNNAMED_SUBJECT = re.compile(r"(?:the|this) (?P<kind>paper|work|study|article)\b|(?:in this (?:paper|work),? )?we\b"
                               r"|the authors\b", re.IGNORECASE)
+_FIRST_PERSON = re.compile(r"\b(?:we|our|ours)\b", re.IGNORECASE)
+_THIRD_PERSON = {"we": "they", "our": "their", "ours": "theirs"}
+_QUOTED = re.compile(r'("[^"]*"|“[^”]*”)')
 _METHOD = re.compile(r"\b[A-Za-z]*[A-Z][a-z0-9]*[A-Z][A-Za-z0-9]*\b")
 _LINK = re.compile(r"\bgithub\b|\b(?:available|released)\s+(?:at|on|from)\b|"
                    r"\b(?:code|codes|data|dataset|datasets|models?|implementation)\b"
@@ -267,7 +271,11 @@ def name_the_paper(claim: str, label: str, first: bool = False) -> str:
     Label shows …'; 'We propose …' -> 'Label propose …' (for a label of several authors, so the verb
     still agrees). The `first` claim shown about a paper that still does not name it starts with the
     label, as a quote does ('GFPO curbs …' -> 'Shrivastava et al.: GFPO curbs …'), so each paper an
-    answer lists is named where it is told. A claim that names the paper is returned as it is."""
+    answer lists is named where it is told; so does a claim that writes the label and then a sentence
+    of its own ('Mao et al. A human preference …' -> 'Mao et al.: A human preference …'). A claim that
+    names the paper is returned as it is."""
+    if claim.startswith(f"{label} ") and claim[len(label) + 1:][:1].isupper():
+        return labelled(label, claim[len(label) + 1:])
     if any(name.lower() in claim.lower() for name in label.removesuffix(" et al.").split(" and ")):
         return claim
     subject = _UNNAMED_SUBJECT.match(claim)
@@ -279,15 +287,23 @@ def name_the_paper(claim: str, label: str, first: bool = False) -> str:
     return labelled(label, claim) if first else claim
 
 
-def whole_sentence(claim: str, sentences: list[str]) -> str | None:
-    """The source sentence that a claim is the tail of: a claim whose first word is a lowercase word and
-    whose first words stand inside one of `sentences`, after its start ('the leaf node is not a valid
-    building block, …' of 'In retrosynthesis, the leaf node is not a valid building block, …'); else None."""
-    words = claim.split()
-    if not words or not (words[0].isalpha() and words[0].islower()):
+def whole_sentence(claim: str, sentences: list[str], label: str = "") -> str | None:
+    """The source sentence that a claim is the tail of: a claim whose first word is a lowercase word (after
+    its paper's label and a gap mark the model copied: 'Rozen et al. … significantly improves …'), and
+    whose first four words stand in one of `sentences` ('second, articulated object …' of 'Second,
+    articulated object …'), or, as the model may change the word it starts with, five words from its
+    second or third word on ('the leaf node is not a valid …' of '… if any leaf node is not a valid …');
+    else None."""
+    gap = re.match(rf"{re.escape(label)}:?\s*(?:…|\.\.\.)\s*", claim) if label else None
+    words = claim[gap.end():].split() if gap else claim.split()
+    if not words or not re.fullmatch(r"[a-z]+[,;:]?", words[0]):
         return None
-    opening = " ".join(words[:4]).lower()
-    return next((sentence for sentence in sentences if " ".join(sentence.split()).lower().find(opening) > 0), None)
+    openings = [" ".join(words[:4])] + [" ".join(words[i:i + 5]) for i in (1, 2) if len(words) >= i + 5]
+    for opening in openings:
+        found = next((s for s in sentences if opening.lower() in " ".join(s.split()).lower()), None)
+        if found is not None:
+            return found
+    return None
 
 
 def split_label(sentence: str, labels: list[str]) -> tuple[str, str]:
@@ -299,6 +315,19 @@ def split_label(sentence: str, labels: list[str]) -> tuple[str, str]:
         if sentence.startswith(prefix):
             return prefix, sentence[len(prefix):]
     return "", sentence
+
+
+def in_third_person(claim: str) -> str:
+    """A claim copied from an abstract speaks as its authors ('… outperforms our baselines'); the answer
+    speaks of them: 'we', 'our', 'ours' become 'they', 'their', 'theirs', except inside quotation marks,
+    where the abstract's own words stand. ('us' stays: 'moves us forward' is said of everyone.)"""
+    pieces = _QUOTED.split(claim)   # the quoted parts are the odd pieces
+    return "".join(piece if i % 2 else _FIRST_PERSON.sub(_third_person, piece) for i, piece in enumerate(pieces))
+
+
+def _third_person(word: re.Match) -> str:
+    said = _THIRD_PERSON[word[0].lower()]
+    return said.capitalize() if word[0][0].isupper() else said
 
 
 def not_stated_claim(label: str) -> str:

@@ -878,6 +878,14 @@ def test_claims_about_several_papers_are_a_lead_and_a_list(run):
     assert answer.answer == f"2 of the papers answer this:\n- Lovelace and Babbage: {GROKKING} [1]\n- Hopper: {COMPILER} [2]"
 
 
+def test_a_list_has_one_item_per_paper(run):
+    answer = run(lambda n: items((GROKKING, n["Lovelace and Babbage"]), (COMPILER, n["Hopper"]),
+                                 ("Weight decay controls how long grokking is delayed.", n["Lovelace and Babbage"])))
+    assert [s.citations for s in answer.sentences] == [[1], [2], [1]]   # as checked and streamed
+    assert answer.answer == (f"2 of the papers answer this:\n- Lovelace and Babbage: {GROKKING} [1] "
+                             f"Weight decay controls how long grokking is delayed. [1]\n- Hopper: {COMPILER} [2]")
+
+
 def test_the_lead_counts_only_papers_with_a_supported_claim(run):
     answer = run(lambda n: items((COMPILER, n["Hopper"]), (f"StepFilter: {GROKKING}", n["Lovelace and Babbage"])),
                  question="Which papers study compilers, grokking or StepFilter?")   # the method asked is no paper's
@@ -1067,6 +1075,8 @@ def test_neighbouring_sentences_join_and_a_gap_shows():
     ("The paper by van Rossem and Saxe shows Y.", "van Rossem and Saxe", "The paper by van Rossem and Saxe shows Y."),
     ("GFPO curbs length growth.", "Shrivastava et al.", "GFPO curbs length growth."),
     ("Weather matters.", "Yang et al.", "Weather matters."),
+    ("Mao et al. A human preference is a vector.", "Mao et al.", "Mao et al.: A human preference is a vector."),
+    ("Mao et al. show that a preference is a vector.", "Mao et al.", "Mao et al. show that a preference is a vector."),
 ])
 def test_a_claim_that_does_not_name_its_paper_is_named(claim, label, named):
     from rag.claims import name_the_paper
@@ -1093,12 +1103,41 @@ def test_the_first_claim_about_a_paper_that_does_not_name_it_starts_with_its_lab
     ("Weight decay controls the delay.", None),     # a sentence of its own
     ("weight decay is all you need.", None),        # its first words are not the source's
     ("rStar-Math boosts math reasoning.", None),    # a name written in lowercase is not a cut
+    ("test accuracy jumps, and weight decay", "Test accuracy jumps, and weight decay controls the delay."),
+    ("so weight decay controls the delay.", "Test accuracy jumps, and weight decay controls the delay."),
+    ("and then weight decay controls the delay.", "Test accuracy jumps, and weight decay controls the delay."),
+    ("so weight decay controls grokking.", None),   # five words from the second on are not the source's
 ])
 def test_a_claim_cut_from_the_middle_of_a_source_sentence_is_found(claim, whole):
     from rag.claims import whole_sentence
 
     sentences = ["We study grokking.", "Test accuracy jumps, and weight decay controls the delay."]
     assert whole_sentence(claim, sentences) == whole
+
+
+@pytest.mark.parametrize("claim, whole", [
+    ("Lovelace et al. … weight decay controls the delay.", "Test accuracy jumps, and weight decay controls the delay."),
+    ("Lovelace et al.: ... weight decay controls the delay.", "Test accuracy jumps, and weight decay controls the delay."),
+    ("Lovelace et al. find that weight decay controls the delay.", None),   # the label's own claim
+])
+def test_a_cut_claim_after_its_label_and_a_gap_mark_is_found(claim, whole):
+    from rag.claims import whole_sentence
+
+    sentences = ["We study grokking.", "Test accuracy jumps, and weight decay controls the delay."]
+    assert whole_sentence(claim, sentences, "Lovelace et al.") == whole
+
+
+@pytest.mark.parametrize("claim, told", [
+    ("CollabLLM outperforms our baselines.", "CollabLLM outperforms their baselines."),
+    ("Haris et al.: Our results show that we can.", "Haris et al.: Their results show that they can."),
+    ("The gain is ours.", "The gain is theirs."),
+    ('Haris et al. write "our regularizer helps" and we agree.', 'Haris et al. write "our regularizer helps" and they agree.'),
+    ("SPLIT moves us forward; however, power grows.", "SPLIT moves us forward; however, power grows."),
+])
+def test_a_claim_speaks_of_the_authors_not_as_them(claim, told):
+    from rag.claims import in_third_person
+
+    assert in_third_person(claim) == told
 
 
 def test_a_paper_is_named_once_and_a_cut_claim_gives_way_to_its_whole_sentence(run):
@@ -1112,6 +1151,16 @@ def test_a_paper_is_named_once_and_a_cut_claim_gives_way_to_its_whole_sentence(r
     whole = "Test accuracy jumps long after training accuracy saturates, and weight decay controls the delay."
     assert [(s.kind, s.quote) for s in cut.sentences] == [("quote", whole)]
     assert cut.answer == f'Lovelace and Babbage: "{whole}" [1]'
+    gap = run(lambda n: items(("Lovelace and Babbage … weight decay controls the delay.", n["Lovelace and Babbage"])),
+              question=GROKKING_QUESTION)
+    assert gap.answer == f'Lovelace and Babbage: "{whole}" [1]'
+
+
+def test_a_claim_copied_in_the_authors_voice_speaks_of_them(run):
+    answer = run(lambda n: items(("We show that weight decay controls how long our grokking delay lasts.",
+                                  n["Lovelace and Babbage"])), question=GROKKING_QUESTION)
+    assert answer.answer == "Lovelace and Babbage show that weight decay controls how long their grokking delay " \
+                            "lasts. [1]"
 
 
 def test_an_answer_names_the_paper_a_claim_speaks_of(run):

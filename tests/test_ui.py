@@ -670,6 +670,20 @@ def test_abstention_is_said_plainly_with_its_reason():
     assert "<del>The moon is made of cheese.</del>" in html and "Searched for" not in html
 
 
+def test_an_answer_about_several_papers_lists_each_paper_once():
+    from rag.answer import Answer
+    from rag.conversation import ChatReply
+    from rag.ui.render import render_reply
+
+    sentences = [Sentence("Lovelace et al. study grokking.", [1], True), Sentence("Hopper builds a compiler.", [2], True),
+                 Sentence("Weight decay delays it.", [1], True)]
+    answer = Answer(question="q", answer="", abstained=False, citations=[], invalid_citations=[], sentences=sentences,
+                    sources=[], backend="fake", model="scripted", index="i")
+    html = render_reply(1, ChatReply("q", "q", answer))
+    assert "2 of the papers answer this:" in html and html.count("<li>") == 2
+    assert html.index("grokking.") < html.index("delays it.") < html.index("compiler.")
+
+
 # --- `rag ui` as a process: start, serve, stop on a signal ------------------------------------
 
 STOP_LIMIT_S = 10            # how long `rag ui` may take to exit after SIGINT or SIGTERM

@@ -76,7 +76,7 @@ def render_reply(turn: int, reply: ChatReply) -> str:
             draft = " ".join(escape(s.text) for s in answer.sentences)
             lines.append(f'<div class="rag-draft"><del>{draft}</del></div>')
     elif answer.lead is not None:
-        items = "".join(f"<li>{render_sentence(turn, s)}</li>" for s in answer.sentences)
+        items = "".join(f"<li>{' '.join(render_sentence(turn, s) for s in item)}</li>" for item in answer.items())
         lines.append(f'{escape(answer.lead)}<ul class="rag-list">{items}</ul>')
     else:
         lines.append(" ".join(render_sentence(turn, s) for s in answer.sentences))
