@@ -51,6 +51,7 @@ class KeywordIndex:
         self._bm25 = None
         self._ids: list[str] = []
         self._papers_per_word: dict[str, int] = {}
+        self._papers = {p.paper_id: p for p in papers}
         self._term_best = None
         if not papers:
             return
@@ -115,11 +116,13 @@ class KeywordIndex:
         return {self._ids[i] for i in held}
 
     def _users(self, word: str) -> set[int]:
-        """The rows of the papers that use a word as written; by its stem, so a word whose stem other words
-        share ('AIME', 'aim') seems used by more papers than it is, never by fewer."""
+        """The rows of the papers that use a word as written (any case, accents optional): of the papers that
+        use its stem, those that write it ('AIME' is two papers' benchmark; its stem 'aim' is in a dozen)."""
         if not self.papers_using(word):
             return set()
-        return set().union(*(self._holders(stem) for stem in self._words(word, STOPWORDS)))
+        written = re.compile(rf"\b{re.escape(fold(word).lower())}\b")
+        return {row for row in set().union(*(self._holders(stem) for stem in self._words(word, STOPWORDS)))
+                if written.search(searchable_text(self._papers[self._ids[row]]).lower())}
 
     def _holders(self, word: str) -> set[int]:
         """The rows of the papers that use a stemmed word (BM25's word-by-paper matrix: the papers that use

@@ -206,7 +206,8 @@ def test_the_papers_using_a_name_the_question_writes(tmp_path):
     assert named("which papers use gpt-4o somewhere?") == ["Boehmer et al.", "Greisinger and Eger", "Yang et al."]
     assert named("how many problems does rStar-Math solve?") == ["Guan et al."]   # 'rstar'; 'math' is a word
     assert named("which paper reports win-rate gains on Arena-Hard?") == []   # English words, however joined
-    assert named("which papers report AIME numbers?") == []   # its stem 'aim': too many papers to say which
+    assert named("which papers report AIME numbers?") == ["Guan et al.", "Shrivastava et al."]   # not 'aim'
+    assert named("how does rStar-Math aim?") == ["Guan et al."]   # 'aim' is a word, not a name
     assert named("how does serl work?") == []   # written as a word, not as a name
     assert named("How do I tell what a chatbot learned from?") == []   # 'I' is too short, 'chatbot' no name
     assert named("Which papers study the Chromatic Number of the plane?") == []   # English words are no names
