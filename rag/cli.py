@@ -349,14 +349,17 @@ def print_answer(answerer, question: str, k, filters):
     """Print each claim as soon as it is checked, with its citations, then the references; returns the Answer.
 
     A claim is shown only once checked, because the check may replace it (by the source's
-    own sentence, quoted) or hold it back (true of a paper, but not an answer)."""
-    from rag.answer import CANNOT_ANSWER
+    own sentence, quoted) or hold it back (true of a paper, but not an answer). The claims of a
+    question about several papers are a list, one line each."""
+    from rag.answer import CANNOT_ANSWER, about_several
+
+    bullet = "- " if about_several(question, answerer.retriever.mention_index) else ""
 
     def on_sentence(sentence):
         if sentence is None or sentence.kind == "off_question":
             return
         flag = "" if sentence.supported else " (not supported by its sources)"
-        print(f"{sentence.render()}{flag}", flush=True)
+        print(f"{bullet}{sentence.render()}{flag}", flush=True)
 
     answer = answerer.ask(question, k=k, filters=filters, on_sentence=on_sentence, on_sources=print_found)
     lines = [""] if answer.abstained else []   # each block below starts with its own blank line
