@@ -294,6 +294,25 @@ def test_numbers_are_values_and_sources_state_them_in_words_too(text, digits, st
     assert stated_numbers(text) == (digits if stated is None else stated)
 
 
+COLLAB = ("CollabLLM outperforms our baselines with averages of 18.5% higher task performance. In a user study with "
+          "201 judges, CollabLLM increases user satisfaction by 17.6% and reduces the time users spend by 10.4%.")
+
+
+@pytest.mark.parametrize("sentence, misplaced", [
+    ("CollabLLM outperforms the baselines with averages of 17.6% higher task performance.", {"17.6"}),   # satisfaction's
+    ("CollabLLM raises user satisfaction 17.6% and task performance 18.5%.", set()),
+    ("Users were 17.6% more satisfied.", set()),   # 'users' is near it in the source too
+    ("It is 17.6%.", set()),                       # nothing near it to tell what it counts
+    ("A study of two hundred and one judges: thirty percent.", set()),   # only digits are judged
+])
+def test_a_number_is_supported_only_as_a_number_of_the_same_thing(sentence, misplaced):
+    from rag.grounding import GroundingChecker
+
+    checker = GroundingChecker(embed_model=None)
+    assert checker.misplaced_numbers(sentence, COLLAB) == misplaced
+    assert checker.check(sentence, COLLAB, [], [1.0]).missing_numbers == tuple(sorted(misplaced))
+
+
 def test_what_a_count_counts_is_found_after_numbers_in_digits_or_words():
     assert words_after_numbers("selected 10K samples from a pool of 300K", span=1) == ["samples"]
     assert words_after_numbers("the first improvement in thirty years", span=1) == ["years"]
