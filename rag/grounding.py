@@ -130,8 +130,10 @@ class GroundingChecker:
         MIN_SWAP_TERMS of those are near another number of the source ('17.6% higher task performance' of
         a source that says '18.5% higher task performance' and 'user satisfaction by 17.6%'). Words that
         merely differ ('examples from 300,000' of 'samples selected from a pool of 300K') are no swap."""
-        stated = self._number_contexts(source_text, [*NUMBER.finditer(source_text), *NUMBER_WORD.finditer(source_text)])
         given = self._number_contexts(sentence, [m for m in NUMBER.finditer(sentence) if not _in_name(sentence, m.start())])
+        if not given:
+            return set()   # most claims give no number: the source's need not be read
+        stated = self._number_contexts(source_text, [*NUMBER.finditer(source_text), *NUMBER_WORD.finditer(source_text)])
         return {value for value, near in given.items() if value in stated and all(
             not here & there for here in near for there in stated[value]) and any(
             len(here & there) >= MIN_SWAP_TERMS for here in near

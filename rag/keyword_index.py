@@ -110,9 +110,8 @@ class KeywordIndex:
                  if len(word) >= MIN_NAME_LENGTH and not word.isdigit() and word not in english()}
         held = set()
         for word in words:
-            users = self._users(word)
-            if len(users) <= max_share * len(self._ids):
-                held |= users
+            if self.papers_using(word) <= max_share * len(self._ids):   # counted as written: no text read
+                held |= self._users(word)
         return {self._ids[i] for i in held}
 
     def _users(self, word: str) -> set[int]:
