@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE,
                         MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS, ONE_PAPER_FOR_ONE_QUESTION, RARE_WORD_SHARE,
                         asks_for_link, asks_for_name, asks_for_number, asks_for_several, counted_terms,
-                        in_third_person, method_names, name_the_paper, names_given, near_the_best, not_stated_claim,
-                        points_to_link, quote_order, quoted_claim, split_label, whole_sentence, words_after_numbers,
-                        written_labels, written_names)
+                        finished_claim, in_third_person, method_names, name_the_paper, names_given, near_the_best,
+                        not_stated_claim, points_to_link, quote_order, quoted_claim, split_label, whole_sentence,
+                        words_after_numbers, written_labels, written_names)
 from rag.corpus import Paper, name_tokens, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import embed_texts
@@ -648,11 +648,11 @@ class CitationChecker:
         if backing and self._wants_name and not self._gives_name(text):   # 'evaluated on real-world datasets'
             return self._quote(backing) or self._not_stated(backing)   # its sentence that names them, if any
         if len(backing) > 1:
-            return Sentence(in_third_person(text), backing, True)
+            return Sentence(in_third_person(self._finished(text, backing)), backing, True)
         if backing:
             label = self.sources[backing[0]].hit.paper.label
-            return self._whole_sentence_of(text, backing[0]) or Sentence(
-                in_third_person(name_the_paper(text, label, first=not self._has_shown(backing[0]))), backing, True)
+            return self._whole_sentence_of(text, backing[0]) or Sentence(in_third_person(
+                name_the_paper(self._finished(text, backing), label, first=not self._has_shown(backing[0]))), backing, True)
         owners = [n for n in cited if self._names_belong(names, [n], labels)]
         if owners and not self._on_topic(owners):   # unsupported, and about a paper that does not answer
             return Sentence(text, owners, False, kind="off_question")
@@ -762,6 +762,17 @@ class CitationChecker:
         sentence = whole_sentence(text, [s for s, _ in self.ranked_sentences(paper)], paper.label)
         return None if sentence is None else Sentence(quoted_claim(paper.label, sentence), [n], True, kind="quote",
                                                       quote=sentence)
+
+    def _finished(self, text: str, backing: list[int]) -> str:
+        """A claim the reply's length limit cut, finished from the backing source's sentence it was copying
+        (claims.finished_claim); any other claim as written."""
+        if self.ranked_sentences is None:
+            return text
+        for n in backing:
+            sentences = [s for s, _ in self.ranked_sentences(self.sources[n].hit.paper)]
+            if (finished := finished_claim(text, sentences)) is not None:
+                return finished
+        return text
 
     def _close_enough_to_quote(self, n: int) -> bool:
         """A fallback quote's paper is our choice, not the model's: it must be close to the question as

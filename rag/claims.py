@@ -39,7 +39,9 @@ Three rules that grounding.py's support check does not cover, each deterministic
 A shown claim that speaks of its paper without naming it ("The paper shows", "We propose") is
 named, and a paper's first shown claim that does not name it starts with its label
 (`name_the_paper`); a claim that starts in the middle of one of its source's sentences (a lowercase
-first word: the model copied a tail) gives way to that whole sentence, quoted (`whole_sentence`);
+first word: the model copied a tail) gives way to that whole sentence, quoted (`whole_sentence`), and one
+the reply's length limit cut while it copied a source sentence is finished with that sentence's rest
+(`finished_claim`);
 a claim speaks of the authors, not as them ("our baselines" -> "their baselines": `in_third_person`).
 The floors were chosen on the tune parts of eval/ (eval/README.md).
 """
@@ -63,6 +65,7 @@ SINGLE_PAPER_MARGIN = 0.10   # the same, for a question that does not ask for se
 ONE_PAPER_FOR_ONE_QUESTION = True   # such a question's answer keeps to the paper of its first shown sentence
 QUOTE_WORD_WEIGHT = 0.3     # a quote's rank: cosine to the question + this x its share of the question's words
 MAX_QUOTE_CHARS = 320        # a longer abstract sentence is cut at a word boundary, with "…"
+CUT_CLAIM_WORDS = 5          # a claim cut at the reply's length limit ends with this many words of the sentence it copies
 
 _CAPITAL_WORD = r"[A-Z][\w'’-]+"
 _ET_AL = re.compile(rf"\b({_CAPITAL_WORD}(?:\s{_CAPITAL_WORD})?)\s+et\s+al\b")
@@ -303,6 +306,24 @@ def whole_sentence(claim: str, sentences: list[str], label: str = "") -> str | N
         found = next((s for s in sentences if opening.lower() in " ".join(s.split()).lower()), None)
         if found is not None:
             return found
+    return None
+
+
+def finished_claim(claim: str, sentences: list[str]) -> str | None:
+    """A claim the reply's length limit cut ('… evaluation does not necessarily need to rely…'), finished
+    with the rest of the source sentence it was copying: the one that holds its last CUT_CLAIM_WORDS words
+    ('… need to rely on large-scale generative models but can instead leverage …'). None for a claim that
+    was not cut, or whose last words are in none of `sentences`."""
+    if not claim.endswith("…"):
+        return None
+    body = claim.removesuffix("…").rstrip()
+    words = body.split()
+    if len(words) < CUT_CLAIM_WORDS:
+        return None
+    copied = re.compile(r"\s+".join(re.escape(word) for word in words[-CUT_CLAIM_WORDS:]), re.IGNORECASE)
+    for sentence in sentences:
+        if found := copied.search(sentence):
+            return body + sentence[found.end():]
     return None
 
 

@@ -1146,6 +1146,21 @@ def test_a_cut_claim_after_its_label_and_a_gap_mark_is_found(claim, whole):
     assert whole_sentence(claim, sentences, "Lovelace et al.") == whole
 
 
+@pytest.mark.parametrize("claim, finished", [
+    ("Lovelace et al. show that test accuracy jumps, and weight decay controls…",
+     "Lovelace et al. show that test accuracy jumps, and weight decay controls the delay."),
+    ("They find that jumps, AND  weight decay controls…", "They find that jumps, AND  weight decay controls the delay."),
+    ("Weight decay controls the delay.", None),       # not cut
+    ("Lovelace et al. show that weight decay sets…", None),   # its last words are in no source sentence
+    ("weight decay controls…", None),                 # too few words to tell where it was copied from
+])
+def test_a_claim_cut_at_the_length_limit_is_finished_from_the_sentence_it_copies(claim, finished):
+    from rag.claims import finished_claim
+
+    sentences = ["We study grokking.", "Test accuracy jumps, and weight decay controls the delay."]
+    assert finished_claim(claim, sentences) == finished
+
+
 @pytest.mark.parametrize("claim, told", [
     ("CollabLLM outperforms our baselines.", "CollabLLM outperforms their baselines."),
     ("Haris et al.: Our results show that we can.", "Haris et al.: Their results show that they can."),
@@ -1173,6 +1188,13 @@ def test_a_paper_is_named_once_and_a_cut_claim_gives_way_to_its_whole_sentence(r
     gap = run(lambda n: items(("Lovelace and Babbage … weight decay controls the delay.", n["Lovelace and Babbage"])),
               question=GROKKING_QUESTION)
     assert gap.answer == f'Lovelace and Babbage: "{whole}" [1]'
+
+
+def test_an_answer_shows_a_cut_claim_finished(run):
+    cut = "The paper shows that test accuracy jumps long after training accuracy saturates, and weight decay…"
+    answer = run(lambda n: items((cut, n["Lovelace and Babbage"])), question=GROKKING_QUESTION)
+    assert answer.answer == ("The paper by Lovelace and Babbage shows that test accuracy jumps long after training "
+                             "accuracy saturates, and weight decay controls the delay. [1]")
 
 
 def test_a_claim_copied_in_the_authors_voice_speaks_of_them(run):
