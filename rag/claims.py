@@ -132,7 +132,8 @@ _QUOTED = re.compile(r'("[^"]*"|“[^”]*”)')
 _METHOD = re.compile(r"\b[A-Za-z]*[A-Z][a-z0-9]*[A-Z][A-Za-z0-9]*\b")
 _LINK = re.compile(r"\bgithub\b|\b(?:available|released)\s+(?:at|on|from)\b|"
                    r"\b(?:code|codes|data|dataset|datasets|models?|implementation)\b"
-                   r"(?:[\s,]+\w+){0,4}\s+(?:is|are)\s+(?:\w+\s+)?(?:available|released|open[- ]sourced?)\b",
+                   r"(?:[\s,]+\w+){0,4}\s+(?:is|are)\s+(?:\w+\s+)?(?:available|released|open[- ]sourced|"
+                   r"open[- ]source\b(?!\s+(?!(?:at|on|in|under|via|for|here)\b)\w))\b",   # not 'are open-source Qwen models'
                    re.IGNORECASE)
 _LINK_QUESTION = re.compile(r"\b(?:code|codes|github|repo|repository|url|website|web ?page|project page|homepage|"
                             r"download|open[- ]?source[ds]?|implementation|released?|link to|where can i (?:find|get))\b",

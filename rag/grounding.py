@@ -155,7 +155,8 @@ class GroundingChecker:
         missing = tuple(sorted((numbers(sentence) - stated_numbers(source_text))
                                | self.misplaced_numbers(sentence, source_text)))
         terms = self.terms(sentence)
-        overlap = len(terms & self.terms(source_text)) / len(terms) if terms else 0.0
+        source_terms = self.terms(source_text) | self.terms(source_text.replace("-", " "))   # 'win-rate' has 'rate'
+        overlap = len(terms & source_terms) / len(terms) if terms else 0.0
         vector = sentence_embedding if sentence_embedding is not None else self.embed(sentence)
         similarity = max((cosine(vector, chunk) for chunk in chunk_embeddings), default=0.0)
         backed = overlap >= MIN_TERM_OVERLAP or (similarity >= MIN_SIMILARITY and
