@@ -656,7 +656,7 @@ class CitationChecker:
         owners = [n for n in cited if self._names_belong(names, [n], labels)]
         if owners and not self._on_topic(owners):   # unsupported, and about a paper that does not answer
             return Sentence(text, owners, False, kind="off_question")
-        return self._quote(owners) or Sentence(text, cited, False)
+        return self._quote(owners, claim=text) or Sentence(text, cited, False)
 
     def _gives_number(self, text: str) -> bool:
         """Does the sentence give the number the question asks for, one the question does not hold
@@ -724,10 +724,12 @@ class CitationChecker:
         return names <= set().union(*(self._names[n] for n in cited)) \
             and labels <= set().union(*(self._first_authors[n] for n in cited))
 
-    def _quote(self, cited: list[int]) -> Sentence | None:
+    def _quote(self, cited: list[int], claim: str = "") -> Sentence | None:
         """The first cited source's best quote (claims.quote_order; not a sentence that points to code
         unless asked), when the paper is on the question; for a question that asks for a number, its best
-        sentence that states one (and is as close as MIN_SOURCE_RELEVANCE), else that the abstract does
+        sentence that states every value of the unsupported `claim` it stands in for ("tested with 5
+        families of 10 models" of "… evaluated with 5 families of 10 models …"), or else its best sentence
+        that states one and is as close as MIN_SOURCE_RELEVANCE; without either, that the abstract does
         not state it."""
         if not cited or self.ranked_sentences is None or not self._on_topic(cited[:1]):
             return None
@@ -742,8 +744,11 @@ class CitationChecker:
             return None
         if self._wants_number or self._wants_name:
             gives = self._states_number if self._wants_number else self._gives_name
-            ranked = [(text, similarity) for text, similarity in ranked
-                      if similarity >= MIN_SOURCE_RELEVANCE and gives(text)]
+            values = quantities(claim) if self._wants_number else set()
+            backing = [(text, similarity) for text, similarity in ranked
+                       if values and values <= stated_numbers(text) and gives(text)]
+            ranked = backing or [(text, similarity) for text, similarity in ranked
+                                 if similarity >= MIN_SOURCE_RELEVANCE and gives(text)]
             if not ranked:
                 return self._not_stated(cited)   # the paper is on the question, the number or name asked is not in it
         sentence = ranked[0][0]

@@ -365,6 +365,24 @@ def test_a_claim_whose_only_number_is_a_word_gives_way_to_the_sentence_with_the_
     assert [s.kind for s in answer.sentences] == ["quote"] and "(3B and 8B)" in answer.answer
 
 
+def test_an_unsupported_count_gives_way_to_the_sentence_that_states_its_values(tmp_path):
+    """The claim describes the paper in the question's words, which the abstract does not use, so it is not
+    supported; its values are the abstract's, in a sentence far from the question: that sentence is quoted."""
+    papers = [SMALL_PAPERS[0], (None, "Grace Hopper", "We present a compiler that turns English-like statements "
+              "into machine code. It is best across settings (evaluated with 5 families of 10 models and 2 "
+              "benchmarks).")]
+    corpus = write_corpus(tmp_path / "c.txt", papers)
+    question = ("How many models from how many families was the translator of plain-English orders into machine "
+                "instructions tested with?")
+    claim = "The translator of plain-English orders was tested with 5 families of 10 models."
+    with Retriever(Settings.from_env(corpus=corpus, prompt_papers="all")) as opened:
+        answer = ask(opened, ScriptedModel(reply((claim, [1]))), question)
+        wrong = ask(opened, ScriptedModel(reply(("The translator was tested with 6 families of 12 models.", [1]))),
+                    question)
+    assert [s.kind for s in answer.sentences] == ["quote"] and "5 families of 10 models" in answer.answer
+    assert wrong.abstained and wrong.abstain_reason == "not_stated"
+
+
 def test_unsupported_sentence_is_marked_beside_supported_ones(run):
     answer = run(lambda n: reply((COMPILER, [n["Hopper"]]), ("It runs on 64 GPUs.", [n["Hopper"]])))
     assert not answer.abstained
