@@ -161,7 +161,10 @@ def written_names(text: str, known: set[str], mentions=None) -> set[str]:
 
 def method_names(text: str) -> set[str]:
     """Words that name a method: two or more capitals and four or more characters without a plural
-    's' (GFPO, FairICP, PointMapPolicy; not LLMs, RL or SAEs), folded to lower case."""
+    's' (GFPO, FairICP, PointMapPolicy; not LLMs, RL or SAEs), folded to lower case. None in a text with
+    no lowercase letter ("WHICH PAPERS USE QWEN MODELS"), whose capitals tell nothing."""
+    if not any(c.islower() for c in text):
+        return set()
     return {w.lower() for w in _METHOD.findall(text) if len(w.removesuffix("s")) >= 4}
 
 

@@ -910,6 +910,7 @@ def test_method_names():
 
     assert method_names("GFPO and FairICP beat LLMs, RL and SAEs; PointMapPolicy too.") == {
         "gfpo", "fairicp", "pointmappolicy"}
+    assert method_names("WHICH PAPERS USE QWEN MODELS") == set()   # typed in capitals: no word stands out
 
 
 def test_an_invented_author_pair_is_not_supported():
