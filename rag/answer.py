@@ -38,7 +38,7 @@ from rag.grounding import GroundingChecker, cosine, numbers, quantities, stated_
 from rag.mentions import MentionIndex
 from rag.prompt_safety import Screened, defuse, remove_instructions, screen
 from rag.prompts import load_prompt
-from rag.retrieve import Filters, Hit, Retriever
+from rag.retrieve import Filters, Hit, Retriever, papers_holding_names
 from rag.settings import Settings, token_encoding
 from rag.translate import Translator, question_language
 
@@ -483,12 +483,6 @@ def _join_overlaps(abstract: str, chunks: list[str]) -> list[str]:
             span = (start, start + len(chunk))
             pieces.append(chunk)
     return pieces
-
-
-def papers_holding_names(keywords, question: str) -> set[str]:
-    """The papers that use a name the question writes ('SeRL', 'NetHack'), a name few papers use
-    (KeywordIndex.holding_names, RARE_WORD_SHARE)."""
-    return keywords.holding_names(names_given(question, ""), RARE_WORD_SHARE)
 
 
 def about_several(question: str, mentions: MentionIndex | None) -> bool:

@@ -8,7 +8,8 @@ score is its BM25 score over the question's ceiling (keyword_index.py: what a pa
 every question word as well as the best paper for that word would score), so a weak match
 stays weak however the other papers score. `hybrid` adds the keyword score with a weight
 from Settings, and boosts for papers whose authors or category the question names
-(mentions.py); `rrf` fuses the two rankings by reciprocal rank instead. Candidates come
+(mentions.py) and, smaller, for papers that use a name the question writes that few papers use
+('LBMKGC'); `rrf` fuses the two rankings by reciprocal rank instead. Candidates come
 from a pool of fixed size (the best papers by chunks, by whole abstracts and by keywords,
 and the named ones), so the first n results are the same whatever k is.
 Each paper appears once, so one paper cannot fill the top k. Filters by category (a full
@@ -22,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 
 from rag.background import Background
+from rag.claims import RARE_WORD_SHARE, names_given
 from rag.corpus import CATEGORY_SEPARATOR, Paper, name_tokens
 from rag.errors import UsageError
 from rag.embedding import search_model_builder
@@ -214,13 +216,16 @@ class Retriever:
         dense = self._dense(query, size, where) if method != "bm25" else {}
         keyword = self._keyword(question, size, allowed) if method != "dense" else {}
         mentioned = self._mentioned(question, allowed) if method in ("hybrid", "rrf") else {}
+        held = self._holding_names(question, allowed) if method in ("hybrid", "rrf") else {}
         by_paper = paper.top(size) if method != "bm25" else []
-        missing = [pid for pid in dict.fromkeys(by_paper + list(keyword) + list(mentioned)) if pid not in dense]
+        missing = [pid for pid in dict.fromkeys(by_paper + list(keyword) + list(mentioned) + list(held))
+                   if pid not in dense]
         if missing:
             dense.update(self._dense_of(query, missing))
         if any(pid not in self._papers_by_id for pid in dense):
             self._load_papers()   # another process ingested since this index was opened
-        return self._fuse(method, self._mixed(dense, paper), keyword, mentioned), dense, keyword, mentioned
+        boosts = {pid: mentioned.get(pid, 0.0) + held.get(pid, 0.0) for pid in {**mentioned, **held}}
+        return self._fuse(method, self._mixed(dense, paper), keyword, boosts), dense, keyword, mentioned
 
     def _mixed(self, dense: dict[str, tuple[float, str]], paper: PaperScores) -> dict[str, float]:
         """paper_id -> dense score: the best chunk's cosine, mixed with the paper model's score of the whole abstract when known."""
@@ -232,12 +237,12 @@ class Retriever:
         return mixed
 
     def _fuse(self, method: str, dense: dict[str, float], keyword: dict[str, float],
-              mentioned: dict[str, float]) -> dict:
+              boosts: dict[str, float]) -> dict:
         """paper_id -> fused score.
 
-        hybrid: dense score + keyword_weight * keyword score (bm25 / ceiling) + mention boost;
-        rrf: 1/(RRF_K + dense rank) + rrf_keyword_weight/(RRF_K + keyword rank) + the mention
-        boost in units of "first in both lists"; dense, bm25: that score alone. Ranks are
+        hybrid: dense score + keyword_weight * keyword score (bm25 / ceiling) + boost (authors, category
+        or a name the question writes); rrf: 1/(RRF_K + dense rank) + rrf_keyword_weight/(RRF_K + keyword
+        rank) + the boost in units of "first in both lists"; dense, bm25: that score alone. Ranks are
         ranks within the pool, which is a prefix of each part's full ranking."""
         if method == "dense":
             return dict(dense)
@@ -245,13 +250,13 @@ class Retriever:
             return {pid: s for pid, s in keyword.items() if pid in dense}
         if method == "hybrid":
             weight = self.settings.keyword_weight
-            return {pid: score + weight * keyword.get(pid, 0.0) + mentioned.get(pid, 0.0)
+            return {pid: score + weight * keyword.get(pid, 0.0) + boosts.get(pid, 0.0)
                     for pid, score in dense.items()}
         weight = self.settings.rrf_keyword_weight
         dense_rank = _ranks(dense)
         keyword_rank = _ranks(keyword)
         unit = (1 + weight) / (RRF_K + 1)
-        return {pid: 1 / (RRF_K + dense_rank[pid]) + unit * mentioned.get(pid, 0.0)
+        return {pid: 1 / (RRF_K + dense_rank[pid]) + unit * boosts.get(pid, 0.0)
                 + (weight / (RRF_K + keyword_rank[pid]) if pid in keyword_rank else 0.0) for pid in dense}
 
     def _mentioned(self, question: str, allowed: set[str] | None) -> dict[str, float]:
@@ -263,6 +268,14 @@ class Retriever:
         for pid in mentions.categories:
             boosts[pid] = boosts.get(pid, 0.0) + self.settings.category_weight
         return {pid: b for pid, b in boosts.items() if b > 0 and (allowed is None or pid in allowed)}
+
+    def _holding_names(self, question: str, allowed: set[str] | None) -> dict[str, float]:
+        """Boosts of the papers that use a name the question writes ('LBMKGC', 'RoboCasa'): a name few papers
+        use says which paper is meant, however far the rest of the question is from its abstract."""
+        if not self.settings.name_weight:
+            return {}
+        return {pid: self.settings.name_weight for pid in papers_holding_names(self.keyword_index, question)
+                if allowed is None or pid in allowed}
 
     def _dense(self, query: list[float], k: int, where: dict | None) -> dict[str, tuple[float, str]]:
         """paper_id -> (cosine, text) of its best chunk, for at least k papers (fewer if the index has fewer).
@@ -366,3 +379,9 @@ def _best_chunk_per_paper(chunk_ids: list[str], texts: list[str], scores: list[f
         if pid not in best or score > best[pid][0]:
             best[pid] = (score, text)
     return best
+
+
+def papers_holding_names(keywords: KeywordIndex, question: str) -> set[str]:
+    """The papers that use a name the question writes ('SeRL', 'NetHack'), a name few papers use
+    (KeywordIndex.holding_names, claims.RARE_WORD_SHARE)."""
+    return keywords.holding_names(names_given(question, ""), RARE_WORD_SHARE)

@@ -28,6 +28,7 @@ DEFAULT_RRF_KEYWORD_WEIGHT = 0.1   # likewise
 RETRIEVAL_METHODS = ("hybrid", "rrf", "dense", "bm25")
 DEFAULT_AUTHOR_WEIGHT = 1.0
 DEFAULT_CATEGORY_WEIGHT = 0.5
+DEFAULT_NAME_WEIGHT = 0.05     # chosen on the tune parts (eval/README.md)
 DEFAULT_BACKEND = "local"
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_RETRIES = 2
@@ -138,6 +139,8 @@ class Settings:
                                     "question names (full name, or surname et al.).", "RAG_AUTHOR_WEIGHT")
     category_weight: float = _setting(DEFAULT_CATEGORY_WEIGHT, "Score added to papers in a category the "
                                       "question names ('Area · Subarea').", "RAG_CATEGORY_WEIGHT")
+    name_weight: float = _setting(DEFAULT_NAME_WEIGHT, "Score added to papers that use a name the question "
+                                  "writes that few papers use ('LBMKGC', 'RoboCasa').", "RAG_NAME_WEIGHT")
     translate: str = _setting("auto", "auto: questions in another language (Chinese, Russian, French, ...) are "
                               "translated into English by the LLM for search, and answers back; off: never.",
                               "RAG_TRANSLATE")
@@ -224,7 +227,7 @@ class Settings:
             raise UsageError(f"prompt papers must be near_best or all, got {self.prompt_papers!r}")
         if self.answer_format not in ("json", "text"):
             raise UsageError(f"answer format must be json or text, got {self.answer_format!r}")
-        for name in ("keyword_weight", "rrf_keyword_weight", "author_weight", "category_weight",
+        for name in ("keyword_weight", "rrf_keyword_weight", "author_weight", "category_weight", "name_weight",
                      "paper_model_weight"):
             if getattr(self, name) < 0:
                 raise UsageError(f"{name.replace('_', ' ')} must be 0 or more, got {getattr(self, name)}")

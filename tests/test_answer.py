@@ -408,7 +408,8 @@ def test_the_score_gate_spares_a_paper_the_question_names(retriever):
                                               ("the grokking paper?", False)])
 def test_the_score_gate_spares_the_paper_that_uses_a_name_the_question_writes(retriever, monkeypatch, question,
                                                                                asked):
-    monkeypatch.setattr("rag.answer.RARE_WORD_SHARE", 0.4)   # a word one paper of three uses is rare
+    for module in ("rag.answer", "rag.retrieve"):
+        monkeypatch.setattr(f"{module}.RARE_WORD_SHARE", 0.4)   # a word one paper of three uses is rare
     model = ScriptedModel(items((GROKKING, 1)))
     answer = ask(retriever, model, question, min_dense_score=0.99)
     assert bool(model.history) is asked   # 'Grokking' is written as a name and no English word; 'Compilers' is one
@@ -719,7 +720,8 @@ def test_a_quote_needs_its_whole_abstract_close_to_the_question(run, retriever, 
 @pytest.mark.parametrize("odds, quoted", [(FIRM_ODDS, True), (MIN_SURE_ODDS, False)])
 def test_the_paper_using_a_name_the_question_writes_is_quoted_when_the_model_is_sure(retriever, monkeypatch, odds,
                                                                                      quoted):
-    monkeypatch.setattr("rag.answer.RARE_WORD_SHARE", 0.4)   # a word one paper of three uses is rare
+    for module in ("rag.answer", "rag.retrieve"):
+        monkeypatch.setattr(f"{module}.RARE_WORD_SHARE", 0.4)   # a word one paper of three uses is rare
     with_paper_score(retriever, monkeypatch, 0.1)   # a question that is mostly a name is far from every abstract
     question = "Who is behind Grokking?"
     n = {hit.paper.label: rank for rank, hit in enumerate(retriever.search(question, k=3).hits, start=1)}

@@ -31,6 +31,15 @@ def test_grokking_finds_both_grokking_papers_in_top_5(retriever, question):
     assert {"Neil Mallinar", "Themistoklis Haris"} <= set(first_authors(result)[:5])
 
 
+def test_a_name_few_papers_use_puts_its_paper_first(retriever, real_settings):
+    """'ODESteer' is one paper's method; asked about with 'TruthfulQA', which another paper uses too, that
+    paper came second without the boost for a name the question writes."""
+    question = "What improvement does ODESteer report on TruthfulQA?"
+    assert "ODESteer" in retriever.search(question).hits[0].paper.text
+    with Retriever(real_settings.with_overrides(name_weight=0.0)) as plain:
+        assert "ODESteer" not in plain.search(question).hits[0].paper.text
+
+
 def test_the_words_that_ask_for_papers_are_not_searched_by_keyword(retriever):
     from rag.keyword_index import searched_words
 
