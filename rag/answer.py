@@ -645,8 +645,8 @@ class CitationChecker:
             return Sentence(in_third_person(self._finished(text, backing)), backing, True)
         if backing:
             label = self.sources[backing[0]].hit.paper.label
-            return self._whole_sentence_of(text, backing[0]) or Sentence(in_third_person(
-                name_the_paper(self._finished(text, backing), label, first=not self._has_shown(backing[0]))), backing, True)
+            told = name_the_paper(self._finished(text, backing), label, first=not self._has_shown(backing[0]))
+            return self._whole_sentence_of(text, backing[0]) or Sentence(in_third_person(told), backing, True)
         owners = [n for n in cited if self._names_belong(names, [n], labels)]
         if owners and not self._on_topic(owners):   # unsupported, and about a paper that does not answer
             return Sentence(text, owners, False, kind="off_question")

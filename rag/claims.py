@@ -65,7 +65,7 @@ SINGLE_PAPER_MARGIN = 0.10   # the same, for a question that does not ask for se
 ONE_PAPER_FOR_ONE_QUESTION = True   # such a question's answer keeps to the paper of its first shown sentence
 QUOTE_WORD_WEIGHT = 0.3     # a quote's rank: cosine to the question + this x its share of the question's words
 MAX_QUOTE_CHARS = 320        # a longer abstract sentence is cut at a word boundary, with "…"
-CUT_CLAIM_WORDS = 5          # a claim cut at the reply's length limit ends with this many words of the sentence it copies
+CUT_CLAIM_WORDS = 5          # a claim the length limit cut ends with this many words of the sentence it copies
 
 _CAPITAL_WORD = r"[A-Z][\w'’-]+"
 _ET_AL = re.compile(rf"\b({_CAPITAL_WORD}(?:\s{_CAPITAL_WORD})?)\s+et\s+al\b")
@@ -133,7 +133,7 @@ _METHOD = re.compile(r"\b[A-Za-z]*[A-Z][a-z0-9]*[A-Z][A-Za-z0-9]*\b")
 _LINK = re.compile(r"\bgithub\b|\b(?:available|released)\s+(?:at|on|from)\b|"
                    r"\b(?:code|codes|data|dataset|datasets|models?|implementation)\b"
                    r"(?:[\s,]+\w+){0,4}\s+(?:is|are)\s+(?:\w+\s+)?(?:available|released|open[- ]sourced|"
-                   r"open[- ]source\b(?!\s+(?!(?:at|on|in|under|via|for|here)\b)\w))\b",   # not 'are open-source Qwen models'
+                   r"open[- ]source\b(?!\s+(?!(?:at|on|in|under|via|for|here)\b)\w))\b",   # not '… open-source Qwen'
                    re.IGNORECASE)
 _LINK_QUESTION = re.compile(r"\b(?:code|codes|github|repo|repository|url|website|web ?page|project page|homepage|"
                             r"download|open[- ]?source[ds]?|implementation|released?|link to|where can i (?:find|get))\b",

@@ -321,8 +321,9 @@ def test_a_hyphenated_source_word_backs_its_parts():
 
     source = "It improves gemma-2-9b-it’s win-rate on Arena-Hard from 51.6% to 60.1% by DPO."
     checker = GroundingChecker(embed_model=None)
-    assert checker.check("Gemma-2-9b-it's Arena-Hard win rate rose from 51.6% to 60.1% by DPO.", source, [], [1.0]).supported
-    assert not checker.check("Gemma-2-9b-it's Arena-Hard loss rate fell sharply by DPO.", source, [], [1.0]).supported
+    supported = lambda claim: checker.check(claim, source, [], [1.0]).supported
+    assert supported("Gemma-2-9b-it's Arena-Hard win rate rose from 51.6% to 60.1% by DPO.")
+    assert not supported("Gemma-2-9b-it's Arena-Hard loss rate fell sharply by DPO.")
 
 
 def test_what_a_count_counts_is_found_after_numbers_in_digits_or_words():
@@ -1182,7 +1183,8 @@ def test_a_cut_claim_after_its_label_and_a_gap_mark_is_found(claim, whole):
 @pytest.mark.parametrize("claim, finished", [
     ("Lovelace et al. show that test accuracy jumps, and weight decay controls…",
      "Lovelace et al. show that test accuracy jumps, and weight decay controls the delay."),
-    ("They find that jumps, AND  weight decay controls…", "They find that jumps, AND  weight decay controls the delay."),
+    ("They find that jumps, AND  weight decay controls…",   # any case and spacing
+     "They find that jumps, AND  weight decay controls the delay."),
     ("Weight decay controls the delay.", None),       # not cut
     ("Lovelace et al. show that weight decay sets…", None),   # its last words are in no source sentence
     ("weight decay controls…", None),                 # too few words to tell where it was copied from
