@@ -87,8 +87,9 @@ _NAME = re.compile(r"(?<![\w-])(?:[A-Za-z][\w-]*\d[\w-]*|\d[\w-]*[A-Za-z][\w-]*|
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+)$")
 _GENERIC_NAMES = frozenset("llm llms vlm vlms mllm mllms rl ai nlp ml gpu gpus cpu cpus sota".split())
 _TOKEN = re.compile(r"[\w'-]+")
-_FUNCTION_WORD = re.compile(r"\b(?:of|in|on|at|for|to|by|with|from|per|the|an?|that|which|who|is|are|was|were|"
-                            r"do|does|did|has|have|had|can|could|will|would)\b", re.IGNORECASE)
+_FUNCTION_WORD = re.compile(   # a whole word: not the 'of' of 'state-of-the-art'
+    r"(?<![\w-])(?:of|in|on|at|for|to|by|with|from|per|the|an?|that|which|who|is|are|was|were|"
+    r"do|does|did|has|have|had|can|could|will|would)(?![\w-])", re.IGNORECASE)
 COUNTED_ALIKE = ("examples samples instances",)   # words for the same counted things in abstracts
 _RATIO_WORDS = {"times", "fold"}   # 'how many times (faster)' asks for a ratio, not a count of times
 _COUNTED = re.compile(r"\bhow many\s+([\w'-]+(?:\s+[\w'-]+){0,2})", re.IGNORECASE)

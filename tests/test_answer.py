@@ -277,6 +277,7 @@ def test_a_restated_number_question_quotes_the_closest_sentence_that_states_a_nu
     ("How many hand-labelled examples were made?", "hand-labelled examples"), ("How many of them work?", ""),
     ("How much time does it save, and how many programmers used it?", ""),   # each claim answers one of them
     ("How many times can it cut the loss?", ""),   # a ratio: '10×' or 'a factor of 10' answers it
+    ("Against how many state-of-the-art baselines was it compared?", "state-of-the-art baselines"),
 ])
 def test_counted_words(question, counted):
     assert counted_words(question) == counted
