@@ -38,7 +38,7 @@ from rag.grounding import GroundingChecker, cosine, numbers, quantities, stated_
 from rag.mentions import MentionIndex
 from rag.prompt_safety import Screened, defuse, remove_instructions, screen
 from rag.prompts import load_prompt
-from rag.retrieve import Filters, Hit, Retriever, papers_holding_names
+from rag.retrieve import Filters, Hit, Retriever
 from rag.settings import Settings, token_encoding
 from rag.translate import Translator, question_language
 
@@ -207,14 +207,14 @@ class Answerer:
                         language=question_language(found.question) if found.query != found.question else None,
                         screened={h.paper.paper_id: screen(h.paper.text) for h in found.hits})
         given = [h for h in found.hits if not record.screened[h.paper.paper_id].left_out]
-        if not given or not self.retrieval_is_confident(given, found.query):
+        if not given or not self.retrieval_is_confident(given, found.names_held):
             record.abstain_reason = "retrieval"
             return self._finish(record, started)
         ranked = self._ranked_sentences(found.query, found.query_embedding)   # what is read, and what is quoted
         sources = self.build_sources(self.papers_to_read(given, found.query), found.query_embedding, found.query,
                                      ranked)
         checker = CitationChecker(sources, self.grounding, found.query, ranked, self.retriever.mention_index,
-                                  self.retriever.keyword_index)
+                                  self.retriever.keyword_index, found.names_held)
         if not checker.any_source_on_topic():
             record.abstain_reason = "retrieval"   # no claim about these papers could be shown as an answer
             return self._finish(record, started)
@@ -254,12 +254,12 @@ class Answerer:
         a shorter prompt is read sooner (the wall before the first token)."""
         return near_the_best(hits, question) if self.settings.prompt_papers == "near_best" else hits
 
-    def retrieval_is_confident(self, hits: list[Hit], question: str) -> bool:
+    def retrieval_is_confident(self, hits: list[Hit], names_held: frozenset[str]) -> bool:
         """The score gate: the best paper is close enough in meaning, or the question names a paper's
-        author or category, or a name that paper uses ("which paper evaluates on RoboCasa?"): a question
-        that is mostly a name has a low cosine by nature."""
+        author or category, or a name that paper uses ("which paper evaluates on RoboCasa?": its id in
+        `names_held`, SearchResult.names_held): a question that is mostly a name has a low cosine by nature."""
         return hits[0].dense_score >= self.settings.min_dense_score or any(h.named for h in hits) \
-            or hits[0].paper.paper_id in papers_holding_names(self.retriever.keyword_index, question)
+            or hits[0].paper.paper_id in names_held
 
     def _generate(self, messages, checker, source_numbers, started, timings, on_sentence, on_text) -> "ReplyParser":
         parser = ReplyParser()
@@ -516,7 +516,8 @@ class CitationChecker:
     citations as they appear."""
 
     def __init__(self, sources: list[Source], grounding: GroundingChecker, question: str,
-                 ranked_sentences=None, mentions: MentionIndex | None = None, keywords=None):
+                 ranked_sentences=None, mentions: MentionIndex | None = None, keywords=None,
+                 names_held: frozenset[str] = frozenset()):
         self.sources = {s.n: s for s in sources}
         self.grounding = grounding
         self.question = question
@@ -542,7 +543,7 @@ class CitationChecker:
         self._names_held: set[str] = set()   # papers that use a name the question writes ('SeRL')
         self._rare_words_held: set[str] = set()   # those, and papers that hold the question's rare words
         if keywords is not None and RARE_WORD_SHARE:
-            self._names_held = papers_holding_names(keywords, question)
+            self._names_held = set(names_held)
             self._rare_words_held = self._names_held | keywords.holding_rare_words(question, RARE_WORD_SHARE)
         self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not about_several(question, mentions)
         self.odds: float | None = None   # the model's log-odds that its sources answer; None: taken as sure

@@ -86,6 +86,7 @@ class SearchResult:
     timings: dict = field(default_factory=dict)
     query_embedding: list[float] = field(default_factory=list, repr=False)
     query: str = ""                  # what was searched: the question, or its English translation
+    names_held: frozenset[str] = frozenset()   # ids of the papers that use a name the query writes (papers_holding_names)
 
     def to_json(self) -> dict:
         return {"question": self.question, "query": self.query, "k": self.k, "filters": self.filters.as_dict(),
@@ -177,11 +178,12 @@ class Retriever:
         query = self.embed_model.get_query_embedding(text)
         paper_query = self.paper_vectors.query_vector(text) if self.paper_vectors is not None else None
         embedded = time.perf_counter()
-        hits = self._rank(text, query, paper_query, k, allowed) if allowed != set() else []
+        held = frozenset(papers_holding_names(self.keyword_index, text))
+        hits = self._rank(text, query, paper_query, k, allowed, held) if allowed != set() else []
         timings = {"embed_s": embedded - translated, "search_s": time.perf_counter() - embedded}
         if english != question:
             timings["translate_s"] = translated - started
-        return SearchResult(question, k, filters, self.store.name, hits, timings, query, text)
+        return SearchResult(question, k, filters, self.store.name, hits, timings, query, text, held)
 
     def english(self, question: str) -> str:
         """What to search for, before typing slips are fixed (spelling.py): the question, translated into
@@ -190,14 +192,16 @@ class Retriever:
             return question
         return safe_to_english(self.translator, question, self.notify)
 
-    def _rank(self, question: str, query: list[float], paper_query, k: int, allowed: set[str] | None) -> list[Hit]:
+    def _rank(self, question: str, query: list[float], paper_query, k: int, allowed: set[str] | None,
+              names_held: frozenset[str] = frozenset()) -> list[Hit]:
         """The top k of the fixed candidate pool; when k is larger, the next papers ranked after them."""
         where = None if allowed is None else {"paper_id": {"$in": sorted(allowed)}}
         paper = self._paper_scores(paper_query, allowed)
-        scores, dense, keyword, named = self._scored_pool(question, query, paper, CANDIDATES, where, allowed)
+        pool = lambda size: self._scored_pool(question, query, paper, size, where, allowed, names_held)
+        scores, dense, keyword, named = pool(CANDIDATES)
         ranked = sorted(scores, key=lambda pid: -scores[pid])
         if k > len(ranked):
-            more, more_dense, more_keyword, _ = self._scored_pool(question, query, paper, k, where, allowed)
+            more, more_dense, more_keyword, _ = pool(k)
             ranked += sorted((pid for pid in more if pid not in scores), key=lambda pid: -more[pid])
             scores, dense, keyword = more | scores, more_dense | dense, more_keyword | keyword
         ranked = [pid for pid in ranked if pid in self._papers_by_id][:k]
@@ -209,14 +213,14 @@ class Retriever:
         """The paper model's score of every paper that passes the filters; none when it is off."""
         return PaperScores() if paper_query is None else self.paper_vectors.scores(paper_query, allowed)
 
-    def _scored_pool(self, question: str, query: list[float], paper: PaperScores, size: int,
-                     where: dict | None, allowed: set[str] | None) -> tuple[dict, dict, dict, dict]:
+    def _scored_pool(self, question: str, query: list[float], paper: PaperScores, size: int, where: dict | None,
+                     allowed: set[str] | None, names_held: frozenset[str]) -> tuple[dict, dict, dict, dict]:
         """Fused scores of the best `size` papers of each part and the named papers, with the parts."""
         method = self.settings.retrieval
         dense = self._dense(query, size, where) if method != "bm25" else {}
         keyword = self._keyword(question, size, allowed) if method != "dense" else {}
         mentioned = self._mentioned(question, allowed) if method in ("hybrid", "rrf") else {}
-        held = self._holding_names(question, allowed) if method in ("hybrid", "rrf") else {}
+        held = self._name_boosts(names_held, allowed) if method in ("hybrid", "rrf") else {}
         by_paper = paper.top(size) if method != "bm25" else []
         missing = [pid for pid in dict.fromkeys(by_paper + list(keyword) + list(mentioned) + list(held))
                    if pid not in dense]
@@ -269,13 +273,12 @@ class Retriever:
             boosts[pid] = boosts.get(pid, 0.0) + self.settings.category_weight
         return {pid: b for pid, b in boosts.items() if b > 0 and (allowed is None or pid in allowed)}
 
-    def _holding_names(self, question: str, allowed: set[str] | None) -> dict[str, float]:
-        """Boosts of the papers that use a name the question writes ('LBMKGC', 'RoboCasa'): a name few papers
-        use says which paper is meant, however far the rest of the question is from its abstract."""
+    def _name_boosts(self, names_held: frozenset[str], allowed: set[str] | None) -> dict[str, float]:
+        """Boosts of the papers that use a name the question writes ('LBMKGC', 'RoboCasa': `names_held`): a name
+        few papers use says which paper is meant, however far the rest of the question is from its abstract."""
         if not self.settings.name_weight:
             return {}
-        return {pid: self.settings.name_weight for pid in papers_holding_names(self.keyword_index, question)
-                if allowed is None or pid in allowed}
+        return {pid: self.settings.name_weight for pid in names_held if allowed is None or pid in allowed}
 
     def _dense(self, query: list[float], k: int, where: dict | None) -> dict[str, tuple[float, str]]:
         """paper_id -> (cosine, text) of its best chunk, for at least k papers (fewer if the index has fewer).

@@ -61,7 +61,7 @@ def replay(rows: list[dict], answerer: Answerer, model: DraftModel, judges) -> l
             scored.append(row)
             continue
         found = answerer.retriever.search(row["answer"]["question"])
-        if not answerer.retrieval_is_confident(found.hits, found.query):
+        if not answerer.retrieval_is_confident(found.hits, found.names_held):
             scored.append(row | {"outcome": row["outcome"] | {"answered": False, "abstain_reason": "retrieval",
                                                               "correct": not row["answerable"]}})
             continue
