@@ -220,6 +220,7 @@ def test_piped_questions_get_no_prompt(monkeypatch, capsys):
     ("RAG_SEVERAL_SENTENCES", "-1", "several sentences must be 0 or more, got -1"),
     ("RAG_RUNNER_UP_SENTENCES", "-2", "runner-up sentences must be 0 or more, got -2"),
     ("RAG_REPACK_WEIGHTS", "yes", "repack weights must be auto, on or off, got 'yes'"),
+    ("RAG_NAME_WEIGHT", "-0.1", "name weight must be 0 or more, got -0.1"),
 ])
 def test_bad_new_settings_are_one_line_usage_errors(variable, value, message, capsys, monkeypatch):
     monkeypatch.setenv(variable, value)
