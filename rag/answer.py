@@ -44,6 +44,7 @@ from rag.translate import Translator, question_language
 
 CANNOT_ANSWER = "The provided papers do not answer this question."
 LIST_LEAD = "{count} of the papers answer this:"
+STREAMED_LIST_LEAD = "Papers that answer this:"   # `rag ask` prints the list as it is checked, before the count is known
 MAX_CITATIONS_PER_SENTENCE = 3
 _STRAIGHT_QUOTED = re.compile(r'"([^"\n]*)"')
 MAX_SENTENCE_CHARS = 280   # one claim per sentence, so each is checked on its own

@@ -350,14 +350,18 @@ def print_answer(answerer, question: str, k, filters):
 
     A claim is shown only once checked, because the check may replace it (by the source's
     own sentence, quoted) or hold it back (true of a paper, but not an answer). The claims of a
-    question about several papers are a list, one line each."""
-    from rag.answer import CANNOT_ANSWER, about_several
+    question about several papers are a list under a lead line, one line each."""
+    from rag.answer import CANNOT_ANSWER, STREAMED_LIST_LEAD, about_several
 
     bullet = "- " if about_several(question, answerer.retriever.mention_index) else ""
+    led = []
 
     def on_sentence(sentence):
         if sentence is None or sentence.kind == "off_question":
             return
+        if bullet and sentence.supported and not led:   # the lead tops the first claim the papers back
+            led.append(sentence)
+            print(STREAMED_LIST_LEAD, flush=True)
         flag = "" if sentence.supported else " (not supported by its sources)"
         print(f"{bullet}{sentence.render()}{flag}", flush=True)
 

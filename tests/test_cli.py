@@ -159,7 +159,7 @@ def test_ask_lists_the_claims_of_a_question_about_several_papers(real_index_home
     monkeypatch.setenv("RAG_HOME", str(real_index_home))
     fake_llm.enqueue(reply(("Neural networks trained on modular arithmetic show grokking.", [1])))
     code, out, _ = run(["ask", "Which papers study grokking?"], capsys, model=fake_llm)
-    assert code == 0 and "\n- Mallinar et al.: Neural networks" in out and "grokking. [1]\n" in out
+    assert code == 0 and "\nPapers that answer this:\n- Mallinar et al.: Neural networks" in out and "grokking. [1]\n" in out
 
 
 def test_ask_json_and_abstention(real_index_home, monkeypatch, capsys, fake_llm):
