@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 
 from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE,
                         MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS, ONE_PAPER_FOR_ONE_QUESTION, RARE_WORD_SHARE,
-                        asks_for_link, asks_for_name, asks_for_number, asks_for_several, counted_terms,
-                        finished_claim, in_third_person, method_names, name_the_paper, names_given, near_the_best,
-                        not_stated_claim, points_to_link, quote_order, quoted_claim, split_label, whole_sentence,
+                        asked_value, asks_for_link, asks_for_name, asks_for_number, asks_for_several, counted_terms,
+                        finished_claim, in_third_person, method_names, name_the_paper, named_terms, names_given, near_the_best,
+                        not_stated_claim, points_to_link, question_parts, quote_order, quoted_claim, split_label,
+                        whole_sentence,
                         words_after_numbers, written_labels, written_names)
 from rag.corpus import Paper, name_tokens, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
@@ -283,6 +284,8 @@ class Answerer:
             on_sentence(checker.add(sentence_text, cited))
         if not parser.refused and (fallback := checker.add_fallback_quote()):
             on_sentence(fallback)
+        if not parser.refused and (unstated := checker.add_unstated_number()):
+            on_sentence(unstated)
         timings["generate_s"] = time.perf_counter() - generate_start
         timings["completion_tokens"] = count_tokens("".join(text))
         return parser
@@ -537,15 +540,22 @@ class CitationChecker:
         self._label_terms = {t for s in sources for t in grounding.terms(s.hit.paper.label)}
         self._wants_number = asks_for_number(question)
         self._wants_name = asks_for_name(question) and not self._wants_number   # which datasets, benchmarks …
+        others = [part for part in question_parts(question) if not asks_for_number(part)]
+        self._other_part = None if not self._wants_number or not others else \
+            "name" if all(asks_for_name(part) for part in others) else "plain"   # what else a number question asks
+        self._named = named_terms(question, grounding.terms) if self._wants_name else set()   # 'dataset', 'corpus' …
         self._known_words = " ".join([question] + [s.hit.paper.label for s in sources])   # names that give nothing
         self._wants_link = asks_for_link(question)
         self._counted = counted_terms(question, grounding.terms)   # what 'how many' counts, stemmed
         self._near_best = {h.paper.paper_id for h in near_the_best([s.hit for s in sources], question)}
         self._names_held: set[str] = set()   # papers that use a name the question writes ('SeRL')
         self._rare_words_held: set[str] = set()   # those, and papers that hold the question's rare words
+        self._rare_words: set[str] = set()   # the question's rare words, stemmed ('grokk')
+        self._stems = lambda text: set()
         if keywords is not None and RARE_WORD_SHARE:
             self._names_held = set(names_held)
             self._rare_words_held = self._names_held | keywords.holding_rare_words(question, RARE_WORD_SHARE)
+            self._rare_words, self._stems = keywords.rare_words(question, RARE_WORD_SHARE), keywords.stems
         self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not about_several(question, mentions)
         self.odds: float | None = None   # the model's log-odds that its sources answer; None: taken as sure
         self._answer_paper: int | None = None   # with _one_paper: the (old) number of the paper answered about
@@ -639,12 +649,15 @@ class CitationChecker:
         backing = backing or named[:1]   # an uncited or mis-cited claim moves to the source that backs it
         if backing and not self._on_topic(backing):
             return Sentence(text, backing, False, kind="off_question")
-        if backing and self._wants_number and not self._states_number(text):   # on the topic, not the number asked
+        if backing and self._wants_number and not self._states_number(text) and not self._answers_other_part(text):
+            # on the topic, not the number asked
             return self._quote(backing) or self._not_stated(backing)   # its sentence that states one, if any
         if backing and self._wants_name and not self._gives_name(text):   # 'evaluated on real-world datasets'
             return self._quote(backing) or self._not_stated(backing)   # its sentence that names them, if any
         if len(backing) > 1:
             return Sentence(in_third_person(self._finished(text, backing)), backing, True)
+        if backing and self._off_its_rare_words(text, backing[0]):
+            return self._rare_word_quote(backing[0]) or Sentence(text, backing, False, kind="off_question")
         if backing:
             label = self.sources[backing[0]].hit.paper.label
             told = name_the_paper(self._finished(text, backing), label, first=not self._has_shown(backing[0]))
@@ -653,6 +666,24 @@ class CitationChecker:
         if owners and not self._on_topic(owners):   # unsupported, and about a paper that does not answer
             return Sentence(text, owners, False, kind="off_question")
         return self._quote(owners, claim=text) or Sentence(text, cited, False)
+
+    def _answers_other_part(self, text: str) -> bool:
+        """For a question that asks for a number and for something else, does a claim that gives no number answer
+        the rest ("What does TikZilla do, and how many GPUs …?"): any such claim, or one that names, for a name?
+        A claim with a number of something else is not taken for the other half."""
+        if self._other_part is None or quantities(text):
+            return False
+        return self._other_part == "plain" or self._gives_name(text)
+
+    def add_unstated_number(self) -> Sentence | None:
+        """For a question that asks for a number and more, answered without the number: the sentence saying
+        that the answered paper's abstract does not state it ("… does not state how many GPUs trained it")."""
+        answering = [s for s in self.sentences if s.supported and s.kind not in ("not_stated", "off_question")]
+        if self._other_part is None or not answering or any(s.kind == "not_stated" for s in self.sentences) \
+                or any(self._states_number(s.text) for s in answering):
+            return None
+        old = {new: n for n, new in self._renumbered.items()}[answering[0].citations[0]]
+        return self._append(self._not_stated([old]))
 
     def _gives_number(self, text: str) -> bool:
         """Does the sentence give the number the question asks for, one the question does not hold
@@ -663,6 +694,11 @@ class CitationChecker:
         """Does the sentence name something the question and the papers' labels do not (IM2GPS3K)?"""
         return bool(names_given(text, self._known_words))
 
+    def _names_what_is_asked(self, text: str) -> bool:
+        """Does an abstract sentence name something of the kind asked: a name, and a word for the kind
+        ('which datasets' is not answered by "We introduce MCNF, a … method")?"""
+        return self._gives_name(text) and (not self._named or bool(self._named & self.grounding.terms(text)))
+
     def _states_number(self, text: str) -> bool:
         """Does the text give a number in digits, and for 'how many X' a number of X, in digits or in words
         ('16 minutes' is not hours; 'thirty years' are years; a 'two-stage' method gives no size; the digits
@@ -672,7 +708,9 @@ class CitationChecker:
         return bool(self._counted & self.grounding.terms(" ".join(words_after_numbers(text))))
 
     def _not_stated(self, cited: list[int]) -> Sentence:
-        return Sentence(not_stated_claim(self.sources[cited[0]].hit.paper.label), cited[:1], True, kind="not_stated")
+        what = asked_value(self.question) if self._other_part else "this"   # among other sentences, say what
+        return Sentence(not_stated_claim(self.sources[cited[0]].hit.paper.label, what), cited[:1], True,
+                        kind="not_stated")
 
     def _on_topic(self, cited: list[int]) -> bool:
         """Does the question name one of these papers' authors, or is one of them close enough to the
@@ -697,12 +735,37 @@ class CitationChecker:
         """Is the paper about the question: the paper model puts the whole abstract close to it (a question
         in everyday words is far from every single sentence), or one of its sentences is close to it, which
         is enough only as close as the model's doubt asks (`sentence_floor`)?"""
+        return self._relevant_by(hit) is not None
+
+    def _relevant_by(self, hit: Hit) -> str | None:
+        """What puts the paper on the question (`_relevant`): 'paper', 'sentence', 'rare_words' or None."""
         if hit.paper_score is not None and hit.paper_score >= MIN_PAPER_RELEVANCE:
-            return True   # known score first: no embedding
+            return "paper"   # known score first: no embedding
         floor = self.sentence_floor() if hit.paper_score is not None else MIN_SOURCE_RELEVANCE
-        if floor is not None and hit.paper.paper_id in self._rare_words_held:
-            return True   # as good as a close sentence: 'grokking' is a word few papers use, 'SeRL' a name
-        return floor is not None and max(similarity for _, similarity in self.ranked_sentences(hit.paper)) >= floor
+        if floor is None:
+            return None
+        if max(similarity for _, similarity in self.ranked_sentences(hit.paper)) >= floor:
+            return "sentence"
+        if hit.paper.paper_id in self._rare_words_held:
+            return "rare_words"   # as good as a close sentence: 'grokking' is a word few papers use, 'SeRL' a name
+        return None
+
+    def _off_its_rare_words(self, text: str, n: int) -> bool:
+        """Is source n on the question only by the question's rare words, and the claim about it holds none of
+        them? Asked "Which papers study grokking, and what do they find?", a claim on the average sensitivity
+        of a paper that mentions grokking once answers nothing; its sentence on grokking does."""
+        hit = self.sources[n].hit
+        return bool(self._rare_words) and self.ranked_sentences is not None \
+            and not self._names_author_of(n) and self._relevant_by(hit) == "rare_words" \
+            and not self._stems(text) & self._rare_words
+
+    def _rare_word_quote(self, n: int) -> Sentence | None:
+        """Source n's best quote (claims.quote_order) among its sentences that hold a rare word of the question."""
+        paper = self.sources[n].hit.paper
+        holding = [text for text, _ in self.ranked_sentences(paper) if self._stems(text) & self._rare_words]
+        if not holding or self._has_shown(n):
+            return None
+        return Sentence(quoted_claim(paper.label, holding[0]), [n], True, kind="quote", quote=holding[0])
 
     def sentence_floor(self) -> float | None:
         """How close one sentence of a paper must be to the question to put the paper on it: closer as
@@ -739,7 +802,7 @@ class CitationChecker:
         if not ranked:
             return None
         if self._wants_number or self._wants_name:
-            gives = self._states_number if self._wants_number else self._gives_name
+            gives = self._states_number if self._wants_number else self._names_what_is_asked
             values = quantities(claim) if self._wants_number else set()
             backing = [(text, similarity) for text, similarity in ranked
                        if values and values <= stated_numbers(text) and gives(text)]

@@ -21,7 +21,10 @@ Three rules that grounding.py's support check does not cover, each deterministic
   and a question that asks for a number is not answered by a sentence without one (`asks_for_number`),
   nor 'how many X' by a number of something else (`counted_words`: '16 minutes' is not hours), nor
   one that asks which datasets, benchmarks or baselines by a sentence that names none the question
-  does not (`asks_for_name`, `names_given`: 'evaluated on real-world datasets' names nothing);
+  does not (`asks_for_name`, `names_given`: 'evaluated on real-world datasets' names nothing), or,
+  when quoted, that does not say the kind it names (`named_terms`: 'We introduce MCNF' names no dataset);
+  a question that asks for a number and more (`question_parts`) takes a claim with no number for its
+  other part, and says which value the abstract does not state when none gives it (`asked_value`);
 - when the model restates the question instead of answering it, or writes only about papers
   off the question, a source's own sentence that is closest to the question stands in for
   it, quoted and attributed (`quoted_claim`) — when no claim is left, the best paper's, if the
@@ -71,13 +74,20 @@ _CAPITAL_WORD = r"[A-Z][\w'’-]+"
 _ET_AL = re.compile(rf"\b({_CAPITAL_WORD}(?:\s{_CAPITAL_WORD})?)\s+et\s+al\b")
 _NUMBER_QUESTION = re.compile(
     r"\bhow (?:many|much)\b|\bhow (?:long|often|large|small|big|fast|far|high|low)\s+"
-    r"(?:is|are|was|were|do|does|did|can|could|should|would|will|has|have|had)\b"
+    r"(?:is|are|was|were|do|does|did|can|could|should|would|will|has|have|had|an?)\b"   # 'how large a batch'
     r"|\b(?:what|which)(?:['’](?:s|re))?\s+(?:[\w-]+\s+){0,2}?"   # "what's the accuracy" too
     r"(?:number|count|percentage|percent|fraction|share|rate|ratio|size|amount|value|score|accuracy|speed-?up|"
     r"improvement|gain|gap|reduction|increase|depth|width)s?\b"
     r"|多少|几", re.IGNORECASE)
-_TOPIC_OF_A_PAPER = re.compile(r"\b(?:papers?|works?|stud(?:y|ies)|research|anything|something)\s+"
-                               r"(?:on|about|into|regarding)\s+$", re.IGNORECASE)   # ... before 'how many'
+_TOPIC_OF_A_PAPER = re.compile(   # ... before 'how many': a paper on it, or what a paper shows about it
+    r"\b(?:papers?|works?|stud(?:y|ies)|research|anything|something|"
+    r"(?:show|find|found|say|said|tell|told|reveal|conclude|claim|argue|learn)(?:s|d|ed|n|ing)?(?:\s+us)?)\s+"
+    r"(?:on|about|into|regarding)\s+$", re.IGNORECASE)
+_PART_START = re.compile(r"(?:,\s*|\s+)(?:and|but)\s+(?=(?:what|how|which|where|who|when|why|does|do|did|is|are|was"
+                         r"|were|can)\b)|(?<=[?;])\s+(?=\S)", re.IGNORECASE)
+_QUESTION_START = re.compile(r"(?:what|how|which|where|who|when|why|does|do|did|is|are|was|were|can|could|has|have)\b",
+                             re.IGNORECASE)
+_VALUE_FILLER = {"is", "are", "was", "were", "s", "re", "the", "a", "an"}   # 'what's the rate' -> 'the rate'
 _NAME_QUESTION = re.compile(   # 'which (real-world) datasets', 'what benchmark'; not 'which papers use datasets'
     r"\b(?:which|what)(?:['’](?:s|re))?\s+(?:(?!(?:papers?|studies|study|works?|articles?|methods?)\b)[\w-]+\s+){0,2}?"
     r"(?:datasets?|benchmarks?|corpora|corpus|baselines?|environments?|games|languages|architectures?|metrics|tasks"
@@ -91,6 +101,8 @@ _FUNCTION_WORD = re.compile(   # a whole word: not the 'of' of 'state-of-the-art
     r"(?<![\w-])(?:of|in|on|at|for|to|by|with|from|per|the|an?|that|which|who|is|are|was|were|"
     r"do|does|did|has|have|had|can|could|will|would)(?![\w-])", re.IGNORECASE)
 COUNTED_ALIKE = ("examples samples instances",)   # words for the same counted things in abstracts
+NAMED_ALIKE = ("dataset benchmark corpora corpus suite collection data",   # kinds of named things an abstract
+               "environment game task benchmark suite", "metric measure score", "language")   # says by name
 _RATIO_WORDS = {"times", "fold"}   # 'how many times (faster)' asks for a ratio, not a count of times
 _COUNTED = re.compile(r"\bhow many\s+([\w'-]+(?:\s+[\w'-]+){0,2})", re.IGNORECASE)
 _PAPERS = r"(?:papers|studies|articles|publications)"
@@ -175,9 +187,36 @@ def asks_for_number(question: str) -> bool:
     return any(not _TOPIC_OF_A_PAPER.search(question, 0, m.start()) for m in _NUMBER_QUESTION.finditer(question))
 
 
+def question_parts(question: str) -> list[str]:
+    """The questions a question asks, split where ', and what …' or a new sentence starts one ("What does
+    TikZilla do, and how many GPUs trained it?" -> "What does TikZilla do", "how many GPUs trained it?")."""
+    parts = [part.strip() for part in _PART_START.split(question) if part.strip()]
+    return parts if _QUESTION_START.match(parts[0] if parts else "") else [question]   # not inside a clause
+
+
+def asked_value(question: str) -> str:
+    """What the question's number part asks for, to say that an abstract does not state it: 'the learning
+    rate' (for 'what learning rate …'), 'the number of GPUs' (for 'how many GPUs …'), else 'the number asked for'."""
+    part = next((p for p in question_parts(question) if asks_for_number(p)), question)
+    found = _NUMBER_QUESTION.search(part)
+    if found is not None and found[0].lower().startswith(("what", "which")):
+        return "the " + " ".join(w for w in re.split(r"\s+|['’]", found[0])[1:] if w and w.lower() not in _VALUE_FILLER)
+    counted = re.match(r"how many ((?:[a-z-]+ ){0,2}?[a-z-]+s)\b", part[found.start():] if found else "", re.IGNORECASE)
+    return f"the number of {counted[1]}" if counted else "the number asked for"
+
+
 def asks_for_name(question: str) -> bool:
     """Does the question ask for named things: which datasets, benchmarks, baselines, environments …?"""
     return bool(_NAME_QUESTION.search(question))
+
+
+def named_terms(question: str, terms) -> set[str]:
+    """The key terms (`terms`: text -> stemmed terms) of the kind of thing a 'which datasets' question asks
+    to name and of the words for the same kind (NAMED_ALIKE); empty for any other question, and for kinds an
+    abstract names without saying the kind ('which LLMs': "GPT-4o and Llama 3")."""
+    found = _NAME_QUESTION.search(question)
+    asked = terms(found[0].split()[-1]) if found else set()
+    return set().union(*(group for alike in NAMED_ALIKE if asked & (group := terms(alike))))
 
 
 def names_given(text: str, known: str) -> set[str]:
@@ -284,8 +323,9 @@ def name_the_paper(claim: str, label: str, first: bool = False) -> str:
     names the paper is returned as it is."""
     if claim.startswith(f"{label} ") and claim[len(label) + 1:][:1].isupper():
         return labelled(label, claim[len(label) + 1:])
-    if any(name.lower() in claim.lower() for name in label.removesuffix(" et al.").split(" and ")):
-        return claim
+    if any(re.search(rf"\b{re.escape(name)}\b", claim, re.IGNORECASE)
+           for name in label.removesuffix(" et al.").split(" and ")):
+        return claim   # named as a word: 'Ying' is not in 'time-varying'
     subject = _UNNAMED_SUBJECT.match(claim)
     if subject is not None and subject["kind"]:
         return f"The {subject['kind'].lower()} by {label}{claim[subject.end():]}"
@@ -356,6 +396,7 @@ def _third_person(word: re.Match) -> str:
     return said.capitalize() if word[0][0].isupper() else said
 
 
-def not_stated_claim(label: str) -> str:
-    """The fixed sentence for a fact the model gave a number for that its source does not state."""
-    return f"The abstract of {label} does not state this."
+def not_stated_claim(label: str, what: str = "this") -> str:
+    """The fixed sentence for a fact the model gave a number for that its source does not state; `what`
+    names it when the answer also says other things ('how many GPUs trained it')."""
+    return f"The abstract of {label} does not state {what}."

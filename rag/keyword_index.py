@@ -93,9 +93,19 @@ class KeywordIndex:
         "city"). Empty when the question has no rare word."""
         if self._bm25 is None:
             return set()
-        holders = [self._holders(word) for word in set(self._words(question, QUESTION_STOPWORDS))]
-        rare = [papers for papers in holders if len(papers) <= max_share * len(self._ids)]
+        rare = [self._holders(word) for word in self.rare_words(question, max_share)]
         return {self._ids[i] for i in set.intersection(*rare)} if rare else set()
+
+    def rare_words(self, question: str, max_share: float) -> set[str]:
+        """The question's rare words (`holding_rare_words`), stemmed: a word no paper uses among them."""
+        if self._bm25 is None:
+            return set()
+        return {word for word in set(self._words(question, QUESTION_STOPWORDS))
+                if len(self._holders(word)) <= max_share * len(self._ids)}
+
+    def stems(self, text: str) -> set[str]:
+        """A text's words as `rare_words` reads them: stemmed, without the longer stopword list."""
+        return set(self._words(text, QUESTION_STOPWORDS)) if self._bm25 is not None else set()
 
     def holding_names(self, names: Iterable[str], max_share: float) -> set[str]:
         """The papers that use a word of one of these names (as a question writes them: claims.names_given),

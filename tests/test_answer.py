@@ -155,6 +155,25 @@ def test_a_question_for_named_datasets_is_not_answered_by_a_sentence_that_names_
     assert [s.kind for s in answer.sentences] == ["not_stated"] and answer.abstain_reason == "not_stated"
 
 
+def test_a_question_for_named_datasets_is_not_answered_by_a_quote_that_names_something_else(run):
+    """'English-like' is a name the question does not hold, but the sentence names no dataset."""
+    answer = run(lambda n: items(("The compiler was evaluated on datasets.", n["Hopper"])),
+                 question="Which datasets was the compiler for machine code evaluated on?")
+    assert [s.kind for s in answer.sentences] == ["not_stated"] and answer.abstain_reason == "not_stated"
+
+
+@pytest.mark.parametrize("question, named", [
+    ("Which regression datasets was it evaluated on?", {"dataset", "benchmark", "corpus", "corpora", "suit",
+                                                        "collect", "data"}),
+    ("Which games do the agents play?", {"environ", "game", "task", "benchmark", "suit"}),
+    ("Which LLMs were tested?", set()), ("What does GFPO do?", set())])
+def test_the_kind_of_thing_a_question_asks_to_name(question, named):
+    from rag.claims import named_terms
+    from rag.grounding import GroundingChecker
+
+    assert named_terms(question, GroundingChecker(None).terms) == named
+
+
 def test_a_sentence_that_names_the_datasets_asked_for_answers(tmp_path):
     named = "The compiler is evaluated on the UNIVAC-1 and FLOW-MATIC benchmarks."
     papers = [SMALL_PAPERS[0], (None, "Grace Hopper", f"{SMALL_PAPERS[1][2]} {named}")]
@@ -596,6 +615,19 @@ def test_a_paper_that_holds_the_questions_rare_words_is_on_the_question(run, mon
     assert labels(answer) == (["Lovelace and Babbage"] if on_question else [])
 
 
+@pytest.mark.parametrize("claim, kind", [("Weight decay controls the delay.", "quote"), (GROKKING, "claim")])
+def test_a_paper_on_the_question_by_its_rare_words_is_told_by_a_sentence_that_holds_them(run, monkeypatch, claim, kind):
+    """A claim on another part of the abstract answers nothing: the paper's sentence on grokking is quoted."""
+    monkeypatch.setattr("rag.answer.MIN_SOURCE_RELEVANCE", 1.01)   # on the question only by its rare word
+    monkeypatch.setattr("rag.answer.MIN_PAPER_RELEVANCE", 1.01)
+    monkeypatch.setattr("rag.answer.RARE_WORD_SHARE", 0.5)
+    answer = run(lambda n: items((claim, n["Lovelace and Babbage"])), question="Which papers study grokking?")
+    assert labels(answer) == ["Lovelace and Babbage"] and [s.kind for s in answer.sentences] == [kind]
+    assert "grokking" in answer.sentences[0].text
+    if kind == "quote":
+        assert answer.sentences[0].quote == "We study grokking in small transformers trained on modular arithmetic."
+
+
 def test_a_true_sentence_that_does_not_answer_the_question_is_held_back(run, monkeypatch):
     monkeypatch.setattr("rag.answer.MIN_SOURCE_RELEVANCE", 1.01)   # no source is close enough to quote instead
     monkeypatch.setattr("rag.answer.MIN_PAPER_RELEVANCE", 1.01)
@@ -892,15 +924,53 @@ def test_an_invented_number_for_a_question_that_asks_for_none_gives_way_to_the_q
     ("What happens to test accuracy in grokking?", False), ("How long had the problem been open?", True),
     ("Which papers prove how small transformers learn?", False), ("How large are the gains?", True),
     ("Which paper studies grokking?", False), ("What does the compiler do?", False),
-    ("What optimality gap does the solver reach?", True), ("What tree depth was used?", True),
+    ("What optimality gap does the solver reach?", True), ("How large a batch was used?", True), ("What tree depth was used?", True),
     ("What improvement does it report?", True), ("What loss function do they use?", False),
     ("what's the accuracy of GeoRanker on YFCC4K", True), ("what's new in speech generation", False),
     ("Is there a paper on how many samples are needed to learn a multi-index model?", False),   # asks for the paper
-    ("Is there work on how much data is needed, and how many GPUs did it use?", True)])
+    ("Is there work on how much data is needed, and how many GPUs did it use?", True),
+    ("What does the paper show about how many samples are needed?", False),   # asks what it shows
+    ("What did they find regarding how much data is needed?", False)])
 def test_questions_that_ask_for_a_number(question, expected):
     from rag.claims import asks_for_number
 
     assert asks_for_number(question) is expected
+
+
+@pytest.mark.parametrize("question, parts, value", [
+    ("What does TikZilla do, and how many GPUs were used to train it?",
+     ["What does TikZilla do", "how many GPUs were used to train it?"], "the number of GPUs"),
+    ("Which dataset was it trained on, and how many human respondents made up the data?",
+     ["Which dataset was it trained on", "how many human respondents made up the data?"],
+     "the number of human respondents"),
+    ("What is GFPO and what learning rate did it use?", ["What is GFPO", "what learning rate did it use?"],
+     "the learning rate"),
+    ("How many GPUs? Which datasets?", ["How many GPUs?", "Which datasets?"], "the number of GPUs"),
+    ("In the auction that asks what bundles are worth and what they would buy, how much faster is it?",   # one clause
+     ["In the auction that asks what bundles are worth and what they would buy, how much faster is it?"],
+     "the number asked for")])
+def test_the_parts_of_a_question_and_the_value_it_asks_for(question, parts, value):
+    from rag.claims import asked_value, question_parts
+
+    assert question_parts(question) == parts and asked_value(question) == value
+
+
+@pytest.mark.parametrize("claim, question, shown", [
+    ("The compiler turns English-like statements into machine code.",
+     "What does the compiler do, and how many programmers used it?",
+     ["claim", "The abstract of Hopper does not state the number of programmers."]),
+    (COMPILER, "What does the compiler do, and how much does it cut?", ["claim"]),   # the claim gives the number
+    (COMPILER, "What does the compiler do, and how many programmers used it?",   # a number of something else
+     ["The abstract of Hopper does not state the number of programmers."])])
+def test_a_question_half_answered_gets_the_half_and_what_is_not_stated(run, claim, question, shown):
+    answer = run(lambda n: items((claim, n["Hopper"])), question=question)
+    if shown[0] != "claim":
+        assert answer.abstained and answer.abstain_reason == "not_stated"
+        assert [s.text for s in answer.sentences] == shown
+        return
+    assert not answer.abstained and labels(answer) == ["Hopper"]
+    assert [s.kind if s.kind != "not_stated" else s.text for s in answer.sentences] == shown
+    assert all(s.citations == [1] for s in answer.sentences)
 
 
 def test_a_method_the_question_names_must_be_in_the_cited_paper(run):
@@ -1123,6 +1193,7 @@ def test_neighbouring_sentences_join_and_a_gap_shows():
 @pytest.mark.parametrize("claim, label, named", [
     ("The paper introduces a fairness test.", "Eloundou et al.", "The paper by Eloundou et al. introduces a fairness test."),
     ("This work studies W.", "Ying", "The work by Ying studies W."),
+    ("The paper studies time-varying outcomes.", "Ying", "The paper by Ying studies time-varying outcomes."),
     ("We propose a debate framework.", "Yang et al.", "Yang et al. propose a debate framework."),
     ("In this paper, we propose X.", "Shi and Cao", "Shi and Cao propose X."),
     ("We propose X.", "Ying", "We propose X."),   # 'Ying propose' would not agree: left as it is

@@ -196,6 +196,8 @@ def test_the_papers_holding_a_questions_rare_words(tmp_path):
     assert holding("What GPU did rStar-Math train on?") == []   # no paper uses both rare words
     assert holding("What do the papers propose?") == []         # no rare word: no paper is picked out
     assert holding("How do the papers here model car traffic in cities?") == []   # no paper says car or traffic
+    assert index.rare_words("Which papers study grokking, and what do they find?", 0.05) == {"grokk"}
+    assert index.stems("Their regularizer catalyzes grokking.") >= {"grokk"}
     saved = keyword_index.KeywordIndex(papers, tmp_path)        # read back from disk: the same
     assert saved.holding_rare_words("Which papers study grokking?", 0.05) == index.holding_rare_words(
         "Which papers study grokking?", 0.05)
