@@ -383,6 +383,16 @@ def split_label(sentence: str, labels: list[str]) -> tuple[str, str]:
     return "", sentence
 
 
+def lost_label(english: str, translated: str, labels: list[str]) -> str:
+    """'Label: ' for a translated sentence that lost the label its English text wrote ("The paper by Shi and
+    Cao proves …" -> "该论文通过理论证明…"), so the answer still names its paper; '' when none was lost."""
+    for label in labels:
+        name = label.removesuffix(" et al.").split(" and ")[0]
+        if re.search(rf"\b{re.escape(name)}\b", english) and name not in translated:
+            return labelled(label, "")
+    return ""
+
+
 def in_third_person(claim: str) -> str:
     """A claim copied from an abstract speaks as its authors ('… outperforms our baselines'); the answer
     speaks of them: 'we', 'our', 'ours' become 'they', 'their', 'theirs', except inside quotation marks,

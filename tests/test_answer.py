@@ -1315,3 +1315,14 @@ def test_an_answer_names_the_paper_a_claim_speaks_of(run):
     answer = run(lambda n: items(("The paper presents a compiler that turns English-like statements into machine "
                                   "code.", n["Hopper"])), question="What does the compiler do?")
     assert answer.answer.startswith("The paper by Hopper presents a compiler") and labels(answer) == ["Hopper"]
+
+
+@pytest.mark.parametrize("english, translated, prefix", [
+    ("The paper by Shi and Cao proves that one layer suffices.", "该论文证明一层就够了。", "Shi and Cao: "),
+    ("Shi and Cao prove that one layer suffices.", "Shi and Cao 证明一层就够了。", ""),   # the name kept
+    ("One layer suffices.", "一层就够了。", ""),                                          # no name to keep
+    ("Mao et al. show that a preference is a vector.", "研究表明偏好是一个向量。", "Mao et al.: ")])
+def test_a_translation_that_loses_the_papers_name_is_labelled(english, translated, prefix):
+    from rag.claims import lost_label
+
+    assert lost_label(english, translated, ["Shi and Cao", "Mao et al."]) == prefix
