@@ -44,7 +44,7 @@ from rag.translate import Translator, question_language
 
 CANNOT_ANSWER = "The provided papers do not answer this question."
 LIST_LEAD = "{count} of the papers answer this:"
-STREAMED_LIST_LEAD = "Papers that answer this:"   # `rag ask` prints the list as it is checked, before the count is known
+STREAMED_LIST_LEAD = "Papers that answer this:"   # `rag ask` prints a list as it is checked: no count yet
 MAX_CITATIONS_PER_SENTENCE = 3
 _STRAIGHT_QUOTED = re.compile(r'"([^"\n]*)"')
 MAX_SENTENCE_CHARS = 280   # one claim per sentence, so each is checked on its own
@@ -681,9 +681,10 @@ class CitationChecker:
 
     def add_unstated_number(self) -> Sentence | None:
         """For a question that asks for a number and more, answered without the number: the sentence saying
-        that the answered paper's abstract does not state it ("… does not state how many GPUs trained it")."""
+        that the answered paper's abstract does not state it ("… does not state the number of GPUs.")."""
         answering = [s for s in self.sentences if s.supported and s.kind not in ("not_stated", "off_question")]
-        if self._other_part is None or not answering or any(s.kind == "not_stated" for s in self.sentences) \
+        if self._other_part is None or not answering or not answering[0].citations \
+                or any(s.kind == "not_stated" for s in self.sentences) \
                 or any(self._states_number(s.text) for s in answering):
             return None
         old = {new: n for n, new in self._renumbered.items()}[answering[0].citations[0]]

@@ -196,11 +196,13 @@ def question_parts(question: str) -> list[str]:
 
 def asked_value(question: str) -> str:
     """What the question's number part asks for, to say that an abstract does not state it: 'the learning
-    rate' (for 'what learning rate …'), 'the number of GPUs' (for 'how many GPUs …'), else 'the number asked for'."""
+    rate' (for 'what learning rate …'), 'the number of GPUs' (for 'how many GPUs …'), else 'the number
+    asked for'."""
     part = next((p for p in question_parts(question) if asks_for_number(p)), question)
     found = _NUMBER_QUESTION.search(part)
     if found is not None and found[0].lower().startswith(("what", "which")):
-        return "the " + " ".join(w for w in re.split(r"\s+|['’]", found[0])[1:] if w and w.lower() not in _VALUE_FILLER)
+        words = re.split(r"\s+|['’]", found[0])[1:]   # after 'what' / 'which'
+        return "the " + " ".join(w for w in words if w and w.lower() not in _VALUE_FILLER)
     counted = re.match(r"how many ((?:[a-z-]+ ){0,2}?[a-z-]+s)\b", part[found.start():] if found else "", re.IGNORECASE)
     return f"the number of {counted[1]}" if counted else "the number asked for"
 
@@ -408,5 +410,5 @@ def _third_person(word: re.Match) -> str:
 
 def not_stated_claim(label: str, what: str = "this") -> str:
     """The fixed sentence for a fact the model gave a number for that its source does not state; `what`
-    names it when the answer also says other things ('how many GPUs trained it')."""
+    names it when the answer also says other things ('the number of GPUs')."""
     return f"The abstract of {label} does not state {what}."
