@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE,
                         MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS, ONE_PAPER_FOR_ONE_QUESTION, RARE_WORD_SHARE,
                         asked_value, asks_for_link, asks_for_name, asks_for_number, asks_for_several, counted_terms,
-                        finished_claim, in_third_person, lost_label, method_names, name_the_paper, named_terms,
+                        finished_claim, in_third_person, label_out, method_names, name_the_paper, named_terms,
                         names_given, near_the_best, not_stated_claim, points_to_link, question_parts, quote_order,
-                        quoted_claim, split_label, whole_sentence, words_after_numbers, written_labels, written_names)
+                        quoted_claim, whole_sentence, words_after_numbers, written_labels, written_names)
 from rag.corpus import Paper, name_tokens, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import embed_texts
@@ -322,19 +322,14 @@ class Answerer:
             record.answer = f"{prefix} {record.answer}"
 
     def _translate_back(self, record: Answer) -> None:
-        """Checked English sentences -> the question's language, citations kept on their sentences and a
-        sentence's leading 'Label: ' as written (a name is not translated: claims.split_label), and given
-        to a sentence whose translation lost the name its English text wrote (claims.lost_label)."""
+        """Checked English sentences -> the question's language, citations kept on their sentences, and the
+        label of the paper a sentence names written first, as it is: it is not translated (claims.label_out)."""
         started = time.perf_counter()
         labels = {c.n: c.paper.label for c in record.citations}
-        parts = [split_label(s.text, list(labels.values())) for s in record.sentences]
+        parts = [label_out(s.text, [labels[n] for n in s.citations]) for s in record.sentences]
         translated = self.translator.from_english([text for _, text in parts], record.language)
-        sentences = []
-        for (label, english), text, s in zip(parts, translated, record.sentences):
-            label = label or lost_label(english, text, [labels[n] for n in s.citations])   # the name stays
-            sentences.append(Sentence(label + text, s.citations, s.supported,
-                                      s.text if label + text != s.text else None, s.kind, s.quote))
-        record.sentences = sentences
+        record.sentences = [Sentence(label + text, s.citations, s.supported, s.text if label + text != s.text else None,
+                                     s.kind, s.quote) for (label, _), text, s in zip(parts, translated, record.sentences)]
         record.timings["translate_answer_s"] = time.perf_counter() - started
 
     @staticmethod

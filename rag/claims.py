@@ -385,14 +385,23 @@ def split_label(sentence: str, labels: list[str]) -> tuple[str, str]:
     return "", sentence
 
 
-def lost_label(english: str, translated: str, labels: list[str]) -> str:
-    """'Label: ' for a translated sentence that lost the label its English text wrote ("The paper by Shi and
-    Cao proves …" -> "该论文通过理论证明…"), so the answer still names its paper; '' when none was lost."""
+def label_out(sentence: str, labels: list[str]) -> tuple[str, str]:
+    """('Label: ', the sentence without the label) for a sentence that names one of these papers by its
+    label ("Guan et al. propose rStar-Math …" -> 'Guan et al.: ', "The authors propose rStar-Math …"; "The
+    paper by Shi and Cao proves …" -> 'Shi and Cao: ', "The paper proves …"), so that a translation of the
+    rest cannot write the name in other letters (the local model wrote "吴等", Wu et al., for Guan et al.);
+    split_label's pair for one that starts with 'Label: '; ('', the sentence) for any other."""
+    prefix, rest = split_label(sentence, labels)
+    if prefix:
+        return prefix, rest
     for label in labels:
-        name = label.removesuffix(" et al.").split(" and ")[0]
-        if re.search(rf"\b{re.escape(name)}\b", english) and name not in translated:
-            return labelled(label, "")
-    return ""
+        name = re.escape(label)
+        if not re.search(rf"(?<!\w){name}(?!\w)", sentence):
+            continue
+        rest = re.sub(rf"\b([Tt]he \w+) by {name}(?!\w)", r"\1", sentence)
+        rest = re.sub(rf"^{name}(?!\w)", "The authors", rest)
+        return labelled(label, ""), re.sub(rf"(?<!\w){name}(?!\w)", "the authors", rest)
+    return "", sentence
 
 
 def in_third_person(claim: str) -> str:

@@ -1317,12 +1317,14 @@ def test_an_answer_names_the_paper_a_claim_speaks_of(run):
     assert answer.answer.startswith("The paper by Hopper presents a compiler") and labels(answer) == ["Hopper"]
 
 
-@pytest.mark.parametrize("english, translated, prefix", [
-    ("The paper by Shi and Cao proves that one layer suffices.", "该论文证明一层就够了。", "Shi and Cao: "),
-    ("Shi and Cao prove that one layer suffices.", "Shi and Cao 证明一层就够了。", ""),   # the name kept
-    ("One layer suffices.", "一层就够了。", ""),                                          # no name to keep
-    ("Mao et al. show that a preference is a vector.", "研究表明偏好是一个向量。", "Mao et al.: ")])
-def test_a_translation_that_loses_the_papers_name_is_labelled(english, translated, prefix):
-    from rag.claims import lost_label
+@pytest.mark.parametrize("sentence, prefix, rest", [
+    ("The paper by Shi and Cao proves that one layer suffices.", "Shi and Cao: ", "The paper proves that one layer suffices."),
+    ("Guan et al. propose rStar-Math.", "Guan et al.: ", "The authors propose rStar-Math."),
+    ("Shi and Cao: One layer suffices.", "Shi and Cao: ", "One layer suffices."),
+    ("It builds on work by Shi and Cao.", "Shi and Cao: ", "It builds on work by the authors."),
+    ("One layer suffices.", "", "One layer suffices.")])   # no name to keep
+def test_a_sentence_to_translate_leaves_its_papers_label_out(sentence, prefix, rest):
+    """The label is written first, as it is, and the translator never sees it (it may write it in other letters)."""
+    from rag.claims import label_out
 
-    assert lost_label(english, translated, ["Shi and Cao", "Mao et al."]) == prefix
+    assert label_out(sentence, ["Shi and Cao", "Guan et al."]) == (prefix, rest)
