@@ -91,7 +91,7 @@ _VALUE_FILLER = {"is", "are", "was", "were", "s", "re", "the", "a", "an"}   # 'w
 _NAME_QUESTION = re.compile(   # 'which (real-world) datasets', 'what benchmark'; not 'which papers use datasets'
     r"\b(?:which|what)(?:['’](?:s|re))?\s+(?:(?!(?:papers?|studies|study|works?|articles?|methods?)\b)[\w-]+\s+){0,2}?"
     r"(?:datasets?|benchmarks?|corpora|corpus|baselines?|environments?|games|languages|architectures?|metrics|tasks"
-    r"|llms|(?<=\s)(?<!which )(?<!what )models)\b",   # 'which reward models', 'which LLMs'; not 'what models'
+    r"|gpus?|hardware|llms|(?<=\s)(?<!which )(?<!what )models)\b",   # 'which reward models', 'which LLMs'; not 'what models'
     re.IGNORECASE)
 _NAME = re.compile(r"(?<![\w-])(?:[A-Za-z][\w-]*\d[\w-]*|\d[\w-]*[A-Za-z][\w-]*|[\w-]*[A-Z][\w-]*)(?![\w-])")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+)$")
@@ -102,7 +102,8 @@ _FUNCTION_WORD = re.compile(   # a whole word: not the 'of' of 'state-of-the-art
     r"do|does|did|has|have|had|can|could|will|would)(?![\w-])", re.IGNORECASE)
 COUNTED_ALIKE = ("examples samples instances",)   # words for the same counted things in abstracts
 NAMED_ALIKE = ("dataset benchmark corpora corpus suite collection data",   # kinds of named things an abstract
-               "environment game task benchmark suite", "metric measure score", "language")   # says by name
+               "environment game task benchmark suite", "metric measure score", "language",   # says by name
+               "gpu hardware accelerator")
 _RATIO_WORDS = {"times", "fold"}   # 'how many times (faster)' asks for a ratio, not a count of times
 _COUNTED = re.compile(r"\bhow many\s+([\w'-]+(?:\s+[\w'-]+){0,2})", re.IGNORECASE)
 _PAPERS = r"(?:papers|studies|articles|publications)"

@@ -166,6 +166,7 @@ def test_a_question_for_named_datasets_is_not_answered_by_a_quote_that_names_som
     ("Which regression datasets was it evaluated on?", {"dataset", "benchmark", "corpus", "corpora", "suit",
                                                         "collect", "data"}),
     ("Which games do the agents play?", {"environ", "game", "task", "benchmark", "suit"}),
+    ("What GPU did the rStar-Math authors train on?", {"gpu", "hardwar", "acceler"}),
     ("Which LLMs were tested?", set()), ("What does GFPO do?", set())])
 def test_the_kind_of_thing_a_question_asks_to_name(question, named):
     from rag.claims import named_terms
@@ -216,7 +217,7 @@ def test_the_values_a_text_gives(text, values):
     ("Which papers use diffusion models on protein datasets?", False), ("What methods reduce reasoning length?", False),
     ("Which paper trains language models?", False), ("what's the dataset they built", True),
     ("which reward models did PersonalLLM use to simulate its users?", True), ("Which LLMs were tested?", True),
-    ("What models are best for translation?", False),
+    ("What models are best for translation?", False), ("What GPU did they train on?", True),
 ])
 def test_asks_for_name(question, asks):
     assert asks_for_name(question) == asks
