@@ -399,7 +399,7 @@ def label_out(sentence: str, labels: list[str]) -> tuple[str, str]:
         name = re.escape(label)
         if not re.search(rf"(?<!\w){name}(?!\w)", sentence):
             continue
-        rest = re.sub(rf"\b([Tt]he \w+) by {name}(?!\w)", r"\1", sentence)
+        rest = re.sub(rf"\b([Tt]he \w+) (?:by|of) {name}(?!\w)", r"\1", sentence)   # 'The abstract of X …'
         rest = re.sub(rf"^{name}(?!\w)", "The authors", rest)
         return labelled(label, ""), re.sub(rf"(?<!\w){name}(?!\w)", "the authors", rest)
     return "", sentence

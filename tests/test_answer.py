@@ -1323,6 +1323,7 @@ def test_an_answer_names_the_paper_a_claim_speaks_of(run):
     ("Guan et al. propose rStar-Math.", "Guan et al.: ", "The authors propose rStar-Math."),
     ("Shi and Cao: One layer suffices.", "Shi and Cao: ", "One layer suffices."),
     ("It builds on work by Shi and Cao.", "Shi and Cao: ", "It builds on work by the authors."),
+    ("The abstract of Guan et al. does not state this.", "Guan et al.: ", "The abstract does not state this."),
     ("One layer suffices.", "", "One layer suffices.")])   # no name to keep
 def test_a_sentence_to_translate_leaves_its_papers_label_out(sentence, prefix, rest):
     """The label is written first, as it is, and the translator never sees it (it may write it in other letters)."""
