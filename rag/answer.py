@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE,
                         MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS, ONE_PAPER_FOR_ONE_QUESTION, RARE_WORD_SHARE,
-                        asked_value, asks_for_link, asks_for_name, asks_for_number, asks_for_several, counted_terms,
+                        asked_value, asks_for_authors, asks_for_link, asks_for_name, asks_for_number,
+                        asks_for_several, authors_claim, counted_terms,
                         finished_claim, in_third_person, label_out, method_names, name_the_paper, named_terms,
                         names_given, near_the_best, not_stated_claim, points_to_link, question_parts, quote_order,
                         quoted_claim, whole_sentence, words_after_numbers, written_labels, written_names)
@@ -97,7 +98,8 @@ class Citation:
 class Sentence:
     """One checked sentence. kind: the model's `claim`; a `quote` of the cited abstract standing in
     for a claim that restated the question; `not_stated` (the abstract does not state what was
-    asked); `off_question` (true of its source but not an answer: never shown as one)."""
+    asked); `authors` (who wrote the cited paper, from its record, for a question that asks who);
+    `off_question` (true of its source but not an answer: never shown as one)."""
 
     text: str
     citations: list[int]
@@ -285,6 +287,8 @@ class Answerer:
             on_sentence(fallback)
         if not parser.refused and (unstated := checker.add_unstated_number()):
             on_sentence(unstated)
+        for authors in checker.add_authors() if not parser.refused else []:
+            on_sentence(authors)
         timings["generate_s"] = time.perf_counter() - generate_start
         timings["completion_tokens"] = count_tokens("".join(text))
         return parser
@@ -323,13 +327,18 @@ class Answerer:
 
     def _translate_back(self, record: Answer) -> None:
         """Checked English sentences -> the question's language, citations kept on their sentences, and the
-        label of the paper a sentence names written first, as it is: it is not translated (claims.label_out)."""
+        label of the paper a sentence names written first, as it is: it is not translated (claims.label_out);
+        nor is a sentence of authors' names."""
         started = time.perf_counter()
         labels = {c.n: c.paper.label for c in record.citations}
-        parts = [label_out(s.text, [labels[n] for n in s.citations]) for s in record.sentences]
-        translated = self.translator.from_english([text for _, text in parts], record.language)
-        record.sentences = [Sentence(label + text, s.citations, s.supported, s.text if label + text != s.text else None,
-                                     s.kind, s.quote) for (label, _), text, s in zip(parts, translated, record.sentences)]
+        told = [i for i, s in enumerate(record.sentences) if s.kind != "authors"]   # names stay as written
+        parts = {i: label_out(record.sentences[i].text, [labels[n] for n in record.sentences[i].citations])
+                 for i in told}
+        translated = self.translator.from_english([parts[i][1] for i in told], record.language)
+        for i, text in zip(told, translated):
+            s, label = record.sentences[i], parts[i][0]
+            record.sentences[i] = Sentence(label + text, s.citations, s.supported,
+                                           s.text if label + text != s.text else None, s.kind, s.quote)
         record.timings["translate_answer_s"] = time.perf_counter() - started
 
     @staticmethod
@@ -684,6 +693,17 @@ class CitationChecker:
             return None
         old = {new: n for n, new in self._renumbered.items()}[answering[0].citations[0]]
         return self._append(self._not_stated([old]))
+
+    def add_authors(self) -> list[Sentence]:
+        """For a question that asks who wrote a paper ("who's behind ElasticMM?"), a sentence naming the authors
+        of each paper the answer is about, from the paper's own record (claims.authors_claim: `kind: "authors"`)."""
+        if not asks_for_authors(self.question):
+            return []
+        old = {new: n for n, new in self._renumbered.items()}
+        answering = [s for s in self.sentences if s.supported and s.kind not in ("not_stated", "off_question")]
+        papers = dict.fromkeys(old[s.citations[0]] for s in answering if s.citations)   # in the order told
+        return [self._append(Sentence(authors_claim(paper.label, list(paper.authors)), [n], True, kind="authors"))
+                for n in papers if (paper := self.sources[n].hit.paper).authors]
 
     def _gives_number(self, text: str) -> bool:
         """Does the sentence give the number the question asks for, one the question does not hold

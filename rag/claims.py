@@ -45,7 +45,9 @@ named, and a paper's first shown claim that does not name it starts with its lab
 first word: the model copied a tail) gives way to that whole sentence, quoted (`whole_sentence`), and one
 the reply's length limit cut while it copied a source sentence is finished with that sentence's rest
 (`finished_claim`);
-a claim speaks of the authors, not as them ("our baselines" -> "their baselines": `in_third_person`).
+a claim speaks of the authors, not as them ("our baselines" -> "their baselines": `in_third_person`);
+a question that asks who wrote a paper (`asks_for_authors`) is told its authors from the paper's record
+(`authors_claim`).
 The floors were chosen on the tune parts of eval/ (eval/README.md).
 """
 
@@ -85,6 +87,11 @@ _TOPIC_OF_A_PAPER = re.compile(   # ... before 'how many': a paper on it, or wha
     r"(?:on|about|into|regarding)\s+$", re.IGNORECASE)
 _PART_START = re.compile(r"(?:,\s*|\s+)(?:and|but)\s+(?=(?:what|how|which|where|who|when|why|does|do|did|is|are|was"
                          r"|were|can)\b)|(?<=[?;])\s+(?=\S)", re.IGNORECASE)
+_AUTHORS_QUESTION = re.compile(   # who at a question's start, or after 'and' / 'tell me'; not 'users who …'
+    r"(?:^\W*|[,;:]\s*|\band\s+|\btell\s+me\s+|\bknow\s+)who\b|^\W*whose\b|\bwritten\s+by\s+whom\b"
+    r"|\bwho\s+(?:are|were)\s+the\s+authors\b|^\W*(?:which|what\s+are\s+the|list\s+the|name\s+the)\s+authors\b",
+    re.IGNORECASE)
+MAX_AUTHORS_NAMED = 8   # an authors sentence names this many, then says how many more
 _QUESTION_START = re.compile(r"(?:what|how|which|where|who|when|why|does|do|did|is|are|was|were|can|could|has|have)\b",
                              re.IGNORECASE)
 _VALUE_FILLER = {"is", "are", "was", "were", "s", "re", "the", "a", "an"}   # 'what's the rate' -> 'the rate'
@@ -206,6 +213,22 @@ def asked_value(question: str) -> str:
         return "the " + " ".join(w for w in words if w and w.lower() not in _VALUE_FILLER)
     counted = re.match(r"how many ((?:[a-z-]+ ){0,2}?[a-z-]+s)\b", part[found.start():] if found else "", re.IGNORECASE)
     return f"the number of {counted[1]}" if counted else "the number asked for"
+
+
+def asks_for_authors(question: str) -> bool:
+    """Does the question ask who wrote or is behind a paper ("who's behind ElasticMM?", "what is MILD and
+    who wrote it?", "whose paper …")? Not 'users who …', a clause about the paper's subject."""
+    return bool(_AUTHORS_QUESTION.search(question))
+
+
+def authors_claim(label: str, authors: list[str]) -> str:
+    """The sentence that names a paper's authors, from its metadata: 'Liu et al.: the authors are Zedong Liu,
+    Shenggan Cheng, Guangming Tan and Dingwen Tao.' (the first MAX_AUTHORS_NAMED, then how many more)."""
+    shown = authors[:MAX_AUTHORS_NAMED]
+    more = len(authors) - len(shown)
+    names = ", ".join(shown[:-1]) + (f", {shown[-1]} and {more} more" if more else f" and {shown[-1]}") \
+        if len(shown) > 1 else shown[0]
+    return labelled(label, f"the {'authors are' if len(authors) > 1 else 'author is'} {names}.")
 
 
 def asks_for_name(question: str) -> bool:

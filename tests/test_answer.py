@@ -1330,3 +1330,32 @@ def test_a_sentence_to_translate_leaves_its_papers_label_out(sentence, prefix, r
     from rag.claims import label_out
 
     assert label_out(sentence, ["Shi and Cao", "Guan et al."]) == (prefix, rest)
+
+
+@pytest.mark.parametrize("question, asks", [
+    ("who's behind ElasticMM?", True), ("what is MILD and who wrote it?", True), ("Whose paper is about grokking?", True),
+    ("Who are the authors of the GFPO paper?", True), ("Which authors work on fairness?", True),
+    ("Which paper helps users who stutter?", False), ("What do the authors of GFPO find?", False),
+    ("Which papers study grokking?", False)])
+def test_questions_that_ask_who_wrote_a_paper(question, asks):
+    from rag.claims import asks_for_authors
+
+    assert asks_for_authors(question) is asks
+
+
+def test_an_authors_sentence_names_them_all_or_says_how_many_more():
+    from rag.claims import authors_claim
+
+    assert authors_claim("Ying", ["Andrew Ying"]) == "Ying: the author is Andrew Ying."
+    assert authors_claim("Shi and Cao", ["Wei Shi", "Yuan Cao"]) == "Shi and Cao: the authors are Wei Shi and Yuan Cao."
+    assert authors_claim("A et al.", [f"N{i}" for i in range(10)]).endswith("N6, N7 and 2 more.")
+
+
+@pytest.mark.parametrize("question, authors", [("Who studied grokking in small transformers?", True),
+                                               ("What happens to test accuracy in grokking?", False)])
+def test_a_question_that_asks_who_gets_the_authors_of_the_paper_answered(run, question, authors):
+    answer = run(lambda n: items((GROKKING, n["Lovelace and Babbage"])), question=question)
+    assert labels(answer) == ["Lovelace and Babbage"] and not answer.abstained
+    named = [s for s in answer.sentences if s.kind == "authors"]
+    assert [(s.text, s.citations) for s in named] == ([(
+        "Lovelace and Babbage: the authors are Ada Lovelace and Charles Babbage.", [1])] if authors else [])

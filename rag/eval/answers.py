@@ -107,7 +107,8 @@ def score_answer(question: Question, record: dict, judges) -> dict:
     outcome["correct"] = is_correct(question, answered, hits, outcome["expected_found"])
     if answered:
         sentences = [(s.get("english") or s["text"], [paper_of[n] for n in s["citations"] if n in paper_of])
-                     for s in record["sentences"] if s.get("kind") != "not_stated"]  # says what is absent
+                     for s in record["sentences"] if s.get("kind") not in ("not_stated", "authors")]
+        # judged: the sentences that the abstracts back (not what is absent, nor the authors from the record);
         # a translated answer is judged by the English sentences that were checked against the abstracts
         for judge in judges:
             scores = alce_scores(sentences, judge.supports)
