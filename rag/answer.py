@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE,
                         MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS, ONE_PAPER_FOR_ONE_QUESTION, RARE_WORD_SHARE,
                         asked_value, asks_for_authors, asks_for_link, asks_for_name, asks_for_number,
-                        asks_for_several, authors_claim, counted_terms,
-                        finished_claim, in_third_person, label_out, method_names, name_the_paper, named_terms,
-                        names_given, near_the_best, not_stated_claim, points_to_link, question_parts, quote_order,
-                        quoted_claim, whole_sentence, words_after_numbers, written_labels, written_names)
+                        asks_for_several, authors_claim, counted_terms, finished_claim, in_third_person, label_out,
+                        method_names, name_the_paper, named_terms, names_given, near_the_best, not_stated_claim,
+                        points_to_link, question_parts, quote_order, quoted_claim, whole_sentence,
+                        words_after_numbers, written_labels, written_names)
 from rag.corpus import Paper, name_tokens, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import embed_texts

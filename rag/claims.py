@@ -98,8 +98,8 @@ _VALUE_FILLER = {"is", "are", "was", "were", "s", "re", "the", "a", "an"}   # 'w
 _NAME_QUESTION = re.compile(   # 'which (real-world) datasets', 'what benchmark'; not 'which papers use datasets'
     r"\b(?:which|what)(?:['’](?:s|re))?\s+(?:(?!(?:papers?|studies|study|works?|articles?|methods?)\b)[\w-]+\s+){0,2}?"
     r"(?:datasets?|benchmarks?|corpora|corpus|baselines?|environments?|games|languages|architectures?|metrics|tasks"
-    r"|gpus?|hardware|llms|(?<=\s)(?<!which )(?<!what )models)\b",   # 'which reward models', 'which LLMs'; not 'what models'
-    re.IGNORECASE)
+    r"|gpus?|hardware|llms|(?<=\s)(?<!which )(?<!what )models)\b",   # 'which reward models', 'which LLMs',
+    re.IGNORECASE)   # not 'what models'
 _NAME = re.compile(r"(?<![\w-])(?:[A-Za-z][\w-]*\d[\w-]*|\d[\w-]*[A-Za-z][\w-]*|[\w-]*[A-Z][\w-]*)(?![\w-])")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+)$")
 _GENERIC_NAMES = frozenset("llm llms vlm vlms mllm mllms rl ai nlp ml gpu gpus cpu cpus sota".split())
