@@ -618,7 +618,7 @@ class CitationChecker:
         question (or there was none), or whatever the claims were when the question names that paper's
         author or category. None for a question that asks for a number, or when a claim answers."""
         best = min(self.sources, key=lambda n: self.sources[n].hit.rank, default=None)
-        if best is None or self._wants_number or any(s.supported and s.kind != "not_stated" for s in self.sentences):
+        if best is None or self._wants_number or self._answering():
             return None
         if not self.sources[best].hit.named and any(s.kind != "off_question" for s in self.sentences):
             return None
@@ -686,22 +686,20 @@ class CitationChecker:
     def add_unstated_number(self) -> Sentence | None:
         """For a question that asks for a number and more, answered without the number: the sentence saying
         that the answered paper's abstract does not state it ("… does not state the number of GPUs.")."""
-        answering = [s for s in self.sentences if s.supported and s.kind not in ("not_stated", "off_question")]
+        answering = self._answering()
         if self._other_part is None or not answering or not answering[0].citations \
                 or any(s.kind == "not_stated" for s in self.sentences) \
                 or any(self._states_number(s.text) for s in answering):
             return None
-        old = {new: n for n, new in self._renumbered.items()}[answering[0].citations[0]]
-        return self._append(self._not_stated([old]))
+        return self._append(self._not_stated([self._source_numbers()[answering[0].citations[0]]]))
 
     def add_authors(self) -> list[Sentence]:
         """For a question that asks who wrote a paper ("who's behind ElasticMM?"), a sentence naming the authors
         of each paper the answer is about, from the paper's own record (claims.authors_claim: `kind: "authors"`)."""
         if not asks_for_authors(self.question):
             return []
-        old = {new: n for n, new in self._renumbered.items()}
-        answering = [s for s in self.sentences if s.supported and s.kind not in ("not_stated", "off_question")]
-        papers = dict.fromkeys(old[s.citations[0]] for s in answering if s.citations)   # in the order told
+        old = self._source_numbers()
+        papers = dict.fromkeys(old[s.citations[0]] for s in self._answering() if s.citations)   # in the order told
         return [self._append(Sentence(authors_claim(paper.label, list(paper.authors)), [n], True, kind="authors"))
                 for n in papers if (paper := self.sources[n].hit.paper).authors]
 
@@ -785,7 +783,7 @@ class CitationChecker:
         holding = [text for text, _ in self.ranked_sentences(paper) if self._stems(text) & self._rare_words]
         if not holding or self._has_shown(n):
             return None
-        return Sentence(quoted_claim(paper.label, holding[0]), [n], True, kind="quote", quote=holding[0])
+        return self._quoted(n, holding[0])
 
     def sentence_floor(self) -> float | None:
         """How close one sentence of a paper must be to the question to put the paper on it: closer as
@@ -830,13 +828,24 @@ class CitationChecker:
                                  if similarity >= MIN_SOURCE_RELEVANCE and gives(text)]
             if not ranked:
                 return self._not_stated(cited)   # the paper is on the question, the number or name asked is not in it
-        sentence = ranked[0][0]
-        return Sentence(quoted_claim(paper.label, sentence), cited[:1], True, kind="quote", quote=sentence)
+        return self._quoted(cited[0], ranked[0][0])
+
+    def _quoted(self, n: int, sentence: str) -> Sentence:
+        """Source n's abstract sentence as an answer: 'Label: "sentence"' (claims.quoted_claim)."""
+        return Sentence(quoted_claim(self.sources[n].hit.paper.label, sentence), [n], True, kind="quote",
+                        quote=sentence)
+
+    def _answering(self) -> list[Sentence]:
+        """The checked sentences that answer (a claim or a quote its paper backs; not what is not stated)."""
+        return [s for s in self.sentences if s.supported and s.kind != "not_stated"]
 
     def _has_shown(self, n: int) -> bool:
         """Does an answering sentence about source n come before (a checked claim or quote)?"""
-        return any(s.supported and s.kind != "not_stated" and self._renumbered.get(n) in s.citations
-                   for s in self.sentences)
+        return any(self._renumbered.get(n) in s.citations for s in self._answering())
+
+    def _source_numbers(self) -> dict[int, int]:
+        """Shown citation number -> the (old) number of its source."""
+        return {new: n for n, new in self._renumbered.items()}
 
     def _whole_sentence_of(self, text: str, n: int) -> Sentence | None:
         """A claim that is the tail of one of source n's sentences, as that whole sentence quoted (claims.whole_sentence)."""
@@ -844,8 +853,7 @@ class CitationChecker:
             return None
         paper = self.sources[n].hit.paper
         sentence = whole_sentence(text, [s for s, _ in self.ranked_sentences(paper)], paper.label)
-        return None if sentence is None else Sentence(quoted_claim(paper.label, sentence), [n], True, kind="quote",
-                                                      quote=sentence)
+        return None if sentence is None else self._quoted(n, sentence)
 
     def _finished(self, text: str, backing: list[int]) -> str:
         """A claim the reply's length limit cut, finished from the backing source's sentence it was copying
@@ -873,7 +881,7 @@ class CitationChecker:
 
     def keep_citations_of(self, sentences: list[Sentence]) -> None:
         """Renumber so that only these sentences' citations remain, 1, 2, … in order of appearance."""
-        old = {new: n for n, new in self._renumbered.items()}
+        old = self._source_numbers()
         self._renumbered = {}
         for sentence in sentences:
             sentence.citations = [self._renumber(old[n]) for n in sentence.citations]
