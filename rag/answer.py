@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 
 from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_PAPER_RELEVANCE, MIN_QUOTE_PAPER_SCORE,
-                        MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS, ONE_PAPER_FOR_ONE_QUESTION, RARE_WORD_SHARE,
+                        MIN_SEVERAL_ODDS, MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS, ONE_PAPER_FOR_ONE_QUESTION, RARE_WORD_SHARE,
                         asked_value, asks_for_authors, asks_for_link, asks_for_name, asks_for_number,
                         asks_for_several, authors_claim, counted_terms, finished_claim, in_third_person, label_out,
                         method_names, name_the_paper, named_terms, names_given, near_the_best, not_stated_claim,
@@ -564,7 +564,8 @@ class CitationChecker:
             self._names_held = set(names_held)
             self._rare_words_held = self._names_held | keywords.holding_rare_words(question, RARE_WORD_SHARE)
             self._rare_words, self._stems = keywords.rare_words(question, RARE_WORD_SHARE), keywords.stems
-        self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not about_several(question, mentions)
+        self._several = about_several(question, mentions)
+        self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not self._several
         self.odds: float | None = None   # the model's log-odds that its sources answer; None: taken as sure
         self._answer_paper: int | None = None   # with _one_paper: the (old) number of the paper answered about
         self.invalid: list[str] = []
@@ -756,7 +757,11 @@ class CitationChecker:
         return self._relevant_by(hit) is not None
 
     def _relevant_by(self, hit: Hit) -> str | None:
-        """What puts the paper on the question (`_relevant`): 'paper', 'sentence', 'rare_words' or None."""
+        """What puts the paper on the question (`_relevant`): 'paper', 'sentence', 'rare_words', 'first' (the
+        best paper found, when the model is firmly sure) or None (always, when the model doubts much that a
+        question about several papers is answered: claims.MIN_SEVERAL_ODDS)."""
+        if self._several and self.odds is not None and self.odds < MIN_SEVERAL_ODDS:
+            return None
         if hit.paper_score is not None and hit.paper_score >= MIN_PAPER_RELEVANCE:
             return "paper"   # known score first: no embedding
         floor = self.sentence_floor() if hit.paper_score is not None else MIN_SOURCE_RELEVANCE
@@ -766,6 +771,8 @@ class CitationChecker:
             return "sentence"
         if hit.paper.paper_id in self._rare_words_held:
             return "rare_words"   # as good as a close sentence: 'grokking' is a word few papers use, 'SeRL' a name
+        if hit.rank == 1 and self.odds is not None and self.odds >= FIRM_ODDS:
+            return "first"   # the model is sure that its sources answer, and this paper is the likeliest to
         return None
 
     def _off_its_rare_words(self, text: str, n: int) -> bool:

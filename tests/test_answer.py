@@ -9,7 +9,7 @@ from conftest import SMALL_PAPERS, write_corpus
 from fakes import DoubtingModel, ScriptedModel, items, reply
 from rag.answer import (CANNOT_ANSWER, Answerer, ReplyParser, count_tokens, format_sources, split_inline_citations,
                         split_plain_reply)
-from rag.claims import (FIRM_ODDS, MIN_SURE_ODDS, asks_for_link, asks_for_name, asks_for_several, counted_terms,
+from rag.claims import (FIRM_ODDS, MIN_SEVERAL_ODDS, MIN_SURE_ODDS, asks_for_link, asks_for_name, asks_for_several, counted_terms,
                         counted_words, names_given, points_to_link, quote_order, words_after_numbers)
 from rag.corpus import split_sentences
 from rag.errors import PromptError
@@ -705,6 +705,51 @@ def test_a_doubting_model_still_answers_about_the_paper_whose_author_the_questio
     answer = ask(retriever, DoubtingModel(items((GROKKING, 1)), odds=0.5),
                  "What did Ada Lovelace find about test accuracy in grokking?")
     assert not answer.abstained and labels(answer) == ["Lovelace and Babbage"]
+
+
+def numbers_by_label(retriever, question):
+    """Each paper's source number for this question (every paper is read, numbered by rank)."""
+    return {hit.paper.label: rank for rank, hit in enumerate(retriever.search(question, k=3).hits, start=1)}
+
+
+@pytest.mark.parametrize("odds, label, answered", [
+    (FIRM_ODDS, "Lovelace and Babbage", True),   # firmly sure: the paper found first is on the question
+    (FIRM_ODDS - 0.1, "Lovelace and Babbage", False),   # half sure: it needs a close sentence
+    (FIRM_ODDS, "Colas et al.", False),   # sure, but this is not the paper found first
+])
+def test_a_firmly_sure_model_answers_about_the_paper_found_first(retriever, monkeypatch, odds, label, answered):
+    """A question in everyday words can be far from the abstract and from each sentence of the paper that
+    answers it; once the model is asked and sure that its sources answer, the best paper found is on it."""
+    search = retriever.search
+    scores = {"Hopper": 0.5}   # the one paper on the question as a whole, so the model is asked; never cited here
+    monkeypatch.setattr(retriever, "search", lambda *a, **kw: dataclasses.replace(result := search(*a, **kw), hits=[
+        dataclasses.replace(h, paper_score=scores.get(h.paper.label, 0.1)) for h in result.hits]))
+    for floor in ("MIN_SOURCE_RELEVANCE", "MIN_DOUBT_SOURCE_RELEVANCE"):
+        monkeypatch.setattr(f"rag.answer.{floor}", 1.01)   # no sentence is close enough
+    monkeypatch.setattr("rag.claims.SINGLE_PAPER_MARGIN", 1.0)   # every paper is near the best
+    n = numbers_by_label(retriever, GROKKING_QUESTION)
+    assert n["Lovelace and Babbage"] == 1
+    claim = ADVICE if label == "Colas et al." else GROKKING
+    answer = ask(retriever, DoubtingModel(items((claim, n[label])), odds=odds), GROKKING_QUESTION)
+    assert answer.abstained is not answered and labels(answer) == ([label] if answered else [])
+
+
+@pytest.mark.parametrize("odds, question, answered", [
+    (MIN_SEVERAL_ODDS, "Which papers study grokking?", True),
+    (MIN_SEVERAL_ODDS - 0.1, "Which papers study grokking?", False),   # a near-miss gets a list of neighbours
+    (MIN_SEVERAL_ODDS - 0.1, GROKKING_QUESTION, True),   # about one paper: its close abstract is enough
+    (MIN_SEVERAL_ODDS - 0.1, "Which papers by Ada Lovelace study grokking?", True),   # its author is named
+])
+def test_a_question_about_several_papers_that_the_model_much_doubts_is_not_answered(retriever, monkeypatch, odds,
+                                                                                    question, answered):
+    with_paper_score(retriever, monkeypatch, 0.5)   # every abstract is close to the question as a whole
+    n = numbers_by_label(retriever, question)
+    model = DoubtingModel(items((GROKKING, n["Lovelace and Babbage"])), odds=odds)
+    answer = ask(retriever, model, question)
+    assert answer.abstained is not answered and bool(model.history) is answered
+    assert labels(answer) == (["Lovelace and Babbage"] if answered else [])
+    if not answered:
+        assert answer.abstain_reason == "off_question"
 
 
 ADVICE = "Advice from other agents halves the number of episodes needed to solve sparse-reward tasks."
