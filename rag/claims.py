@@ -15,9 +15,9 @@ Three rules that grounding.py's support check does not cover, each deterministic
   abstract must be close; when it is only half sure (below `FIRM_ODDS`), the close sentence must be
   closer (`MIN_DOUBT_SOURCE_RELEVANCE`): near-misses are answered with true sentences about a
   neighbouring paper that shares a few words with the question, and the model's doubt and the
-  abstract's distance single them out together, neither alone; when the model is firmly sure
-  (`FIRM_ODDS` or above), the paper retrieval ranks first is on the question however far its words
-  are; and when it doubts much (below `MIN_SEVERAL_ODDS`) that a question about several papers is
+  abstract's distance single them out together, neither alone; when the model is sure
+  (`MIN_FIRST_PAPER_ODDS` or above), the paper retrieval ranks first is on the question however far
+  its words are; and when it doubts much (below `MIN_SEVERAL_ODDS`) that a question about several papers is
   answered, no paper is on it but one whose author the question names: a near-miss such as
   "graph networks for weather forecasting" gets a list of papers each on one half of it;
   a question that does not ask for several papers is answered about one paper, the one its
@@ -67,6 +67,7 @@ MIN_PAPER_RELEVANCE = 0.30   # or the paper model's score of the whole abstract 
 MIN_SURE_ODDS = 2.5          # the model's log-odds that its sources answer; below, MIN_SOURCE_RELEVANCE alone is not enough
 FIRM_ODDS = 3.5              # below these odds (and at MIN_SURE_ODDS or above), the close sentence must be closer:
 MIN_DOUBT_SOURCE_RELEVANCE = 0.45   # this close
+MIN_FIRST_PAPER_ODDS = 3.0   # at these odds or above, the paper found first is on the question whatever its closeness
 MIN_SEVERAL_ODDS = 1.25      # below, a question about several papers is off every paper but those of an author it names
 RARE_WORD_SHARE = 0.10      # or the paper holds every word of the question that at most this share of papers use
 MIN_QUOTE_PAPER_SCORE = 0.25 # a quote when no claim is left: the paper model's score of its abstract, at least
