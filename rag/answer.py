@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass, field
 
 from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_FIRST_PAPER_ODDS, MIN_PAPER_RELEVANCE,
-                        MIN_QUOTE_PAPER_SCORE, MIN_SEVERAL_ODDS, MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS, ONE_PAPER_FOR_ONE_QUESTION, RARE_WORD_SHARE,
+                        MIN_QUOTE_PAPER_SCORE, MIN_SEVERAL_ODDS, MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS,
+                        ONE_PAPER_FOR_ONE_QUESTION, RARE_WORD_SHARE,
                         asked_value, asks_for_authors, asks_for_link, asks_for_name, asks_for_number,
                         asks_for_several, authors_claim, counted_terms, finished_claim, in_third_person, label_out,
                         method_names, name_the_paper, named_terms, names_given, near_the_best, not_stated_claim,
@@ -758,8 +759,8 @@ class CitationChecker:
 
     def _relevant_by(self, hit: Hit) -> str | None:
         """What puts the paper on the question (`_relevant`): 'paper', 'sentence', 'rare_words', 'first' (the
-        best paper found, when the model is sure: claims.MIN_FIRST_PAPER_ODDS) or None (always, when the model doubts much that a
-        question about several papers is answered: claims.MIN_SEVERAL_ODDS)."""
+        best paper found, when the model is sure that its sources answer: claims.MIN_FIRST_PAPER_ODDS) or None
+        (always, for a question about several papers that the model much doubts they answer: MIN_SEVERAL_ODDS)."""
         if self._several and self.odds is not None and self.odds < MIN_SEVERAL_ODDS:
             return None
         if hit.paper_score is not None and hit.paper_score >= MIN_PAPER_RELEVANCE:

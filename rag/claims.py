@@ -17,9 +17,9 @@ Three rules that grounding.py's support check does not cover, each deterministic
   neighbouring paper that shares a few words with the question, and the model's doubt and the
   abstract's distance single them out together, neither alone; when the model is sure
   (`MIN_FIRST_PAPER_ODDS` or above), the paper retrieval ranks first is on the question however far
-  its words are; and when it doubts much (below `MIN_SEVERAL_ODDS`) that a question about several papers is
-  answered, no paper is on it but one whose author the question names: a near-miss such as
-  "graph networks for weather forecasting" gets a list of papers each on one half of it;
+  its words are; and when it much doubts (below `MIN_SEVERAL_ODDS`) that they answer a question about
+  several papers, no paper is on it but one whose author the question names: a near-miss such as
+  "graph networks for weather forecasting" got a list of papers each on one half of it;
   a question that does not ask for several papers is answered about one paper, the one its
   first shown sentence cites (`ONE_PAPER_FOR_ONE_QUESTION`);
   and a question that asks for a number is not answered by a sentence without one (`asks_for_number`),

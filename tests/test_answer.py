@@ -9,8 +9,9 @@ from conftest import SMALL_PAPERS, write_corpus
 from fakes import DoubtingModel, ScriptedModel, items, reply
 from rag.answer import (CANNOT_ANSWER, Answerer, ReplyParser, count_tokens, format_sources, split_inline_citations,
                         split_plain_reply)
-from rag.claims import (FIRM_ODDS, MIN_FIRST_PAPER_ODDS, MIN_SEVERAL_ODDS, MIN_SURE_ODDS, asks_for_link, asks_for_name, asks_for_several, counted_terms,
-                        counted_words, names_given, points_to_link, quote_order, words_after_numbers)
+from rag.claims import (FIRM_ODDS, MIN_FIRST_PAPER_ODDS, MIN_SEVERAL_ODDS, MIN_SURE_ODDS, asks_for_link,
+                        asks_for_name, asks_for_several, counted_terms, counted_words, names_given, points_to_link,
+                        quote_order, words_after_numbers)
 from rag.corpus import split_sentences
 from rag.errors import PromptError
 from rag.grounding import numbers, quantities, stated_numbers

@@ -172,6 +172,17 @@ def test_the_casual_set_asks_as_users_type():
     assert all(len(q.gold) <= 1 for q in questions if not q.answerable)
 
 
+def test_the_terse_set_asks_in_users_few_words():
+    """eval/terse.jsonl: short questions as users type them; answerable ones with gold papers that exist (several
+    for a multi-paper one) and `expected` strings in the gold abstract, unanswerable ones off the corpus."""
+    questions = load_questions(default_question_sets()["lexical"].with_name("terse.jsonl"), set(PAPERS))
+    assert len(questions) >= 20 and all(len(q.question.split()) <= 20 for q in questions)
+    assert {q.type for q in questions} == {"paraphrase", "detail", "multi", "author", "unanswerable"}
+    assert all(bool(q.gold) == q.answerable for q in questions)
+    assert all(len(q.gold) >= 2 for q in questions if q.type == "multi")
+    assert all(e in PAPERS[q.gold[0]] for q in questions if q.expected for e in q.expected)
+
+
 def test_a_set_without_gold_papers_is_measured_for_answers_only():
     """A questions file of unanswerable questions alone (eval/nearmiss.jsonl) has nothing to rank: no retrieval
     rows, and no error."""
