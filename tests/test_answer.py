@@ -805,7 +805,7 @@ def test_the_paper_using_a_name_the_question_writes_is_quoted_when_the_model_is_
         monkeypatch.setattr(f"{module}.RARE_WORD_SHARE", 0.4)   # a word one paper of three uses is rare
     with_paper_score(retriever, monkeypatch, 0.1)   # a question that is mostly a name is far from every abstract
     question = "Who is behind Grokking?"
-    n = {hit.paper.label: rank for rank, hit in enumerate(retriever.search(question, k=3).hits, start=1)}
+    n = numbers_by_label(retriever, question)
     answer = ask(retriever, DoubtingModel(items((COMPILER, n["Hopper"])), odds=odds), question)
     assert ("quote" in [s.kind for s in answer.sentences]) == quoted and answer.abstained != quoted
     assert labels(answer) == (["Lovelace and Babbage"] if quoted else [])
@@ -880,7 +880,7 @@ def test_a_question_naming_an_author_of_several_papers_is_answered_about_each(tm
     corpus = write_corpus(tmp_path / "c.txt", papers)
     question = "What has Grace Hopper been working on?"
     with Retriever(Settings.from_env(corpus=corpus, prompt_papers="all")) as retriever:
-        n = {hit.paper.label: rank for rank, hit in enumerate(retriever.search(question, k=3).hits, start=1)}
+        n = numbers_by_label(retriever, question)
         answer = ask(retriever, ScriptedModel(items((COMPILER, n["Hopper"]),
                                                     ("Machines halt on business workloads.", n["Hopper and Turing"]))),
                      question)
