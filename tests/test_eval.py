@@ -183,6 +183,19 @@ def test_the_terse_set_asks_in_users_few_words():
     assert all(e in PAPERS[q.gold[0]] for q in questions if q.expected for e in q.expected)
 
 
+def test_the_everyday_set_asks_as_users_do():
+    """eval/everyday.jsonl: questions in users' words, every type but category; answerable ones with gold papers
+    that exist (several for a multi-paper one) and `expected` strings in the gold abstract; unanswerable ones off
+    the corpus or next to the one paper that lacks the fact."""
+    questions = load_questions(default_question_sets()["lexical"].with_name("everyday.jsonl"), set(PAPERS))
+    assert len(questions) >= 20 and {q.type for q in questions} == {"paraphrase", "detail", "multi", "author",
+                                                                       "unanswerable", "chinese"}
+    assert all(q.gold for q in questions if q.answerable)
+    assert all(len(q.gold) >= 2 for q in questions if q.type == "multi")
+    assert all(len(q.gold) <= 1 for q in questions if not q.answerable)
+    assert all(e in PAPERS[q.gold[0]] for q in questions if q.expected for e in q.expected)
+
+
 def test_a_set_without_gold_papers_is_measured_for_answers_only():
     """A questions file of unanswerable questions alone (eval/nearmiss.jsonl) has nothing to rank: no retrieval
     rows, and no error."""
