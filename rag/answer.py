@@ -31,7 +31,7 @@ from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_FIRST_PAPER_O
                         asks_for_several, authors_claim, counted_terms, finished_claim, in_third_person, label_out,
                         method_names, name_the_paper, named_terms, names_given, near_the_best, not_stated_claim,
                         points_to_link, question_parts, quote_order, quoted_claim, whole_sentence,
-                        words_after_numbers, written_labels, written_names)
+                        with_bounds, words_after_numbers, written_labels, written_names)
 from rag.corpus import Paper, name_tokens, paper_names
 from rag.embed_cache import EmbeddingCache, cache_path
 from rag.embedding import embed_texts
@@ -665,12 +665,12 @@ class CitationChecker:
         if backing and self._wants_name and not self._gives_name(text):   # 'evaluated on real-world datasets'
             return self._quote(backing) or self._not_stated(backing)   # its sentence that names them, if any
         if len(backing) > 1:
-            return Sentence(in_third_person(self._finished(text, backing)), backing, True)
+            return Sentence(in_third_person(self._restored(text, backing)), backing, True)
         if backing and self._off_its_rare_words(text, backing[0]):
             return self._rare_word_quote(backing[0]) or Sentence(text, backing, False, kind="off_question")
         if backing:
             label = self.sources[backing[0]].hit.paper.label
-            told = name_the_paper(self._finished(text, backing), label, first=not self._has_shown(backing[0]))
+            told = name_the_paper(self._restored(text, backing), label, first=not self._has_shown(backing[0]))
             return self._whole_sentence_of(text, backing[0]) or Sentence(in_third_person(told), backing, True)
         owners = [n for n in cited if self._names_belong(names, [n], labels)]
         if owners and not self._on_topic(owners):   # unsupported, and about a paper that does not answer
@@ -862,6 +862,14 @@ class CitationChecker:
         paper = self.sources[n].hit.paper
         sentence = whole_sentence(text, [s for s, _ in self.ranked_sentences(paper)], paper.label)
         return None if sentence is None else self._quoted(n, sentence)
+
+    def _restored(self, text: str, backing: list[int]) -> str:
+        """A checked claim as its backing sources say it: finished where the reply's length limit cut it
+        (`_finished`), and each number it copied without its bound given with that bound (claims.with_bounds)."""
+        text = self._finished(text, backing)
+        for n in backing:
+            text = with_bounds(text, self.sources[n].hit.paper.text)
+        return text
 
     def _finished(self, text: str, backing: list[int]) -> str:
         """A claim the reply's length limit cut, finished from the backing source's sentence it was copying

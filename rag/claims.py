@@ -48,7 +48,8 @@ named, and a paper's first shown claim that does not name it starts with its lab
 (`name_the_paper`); a claim that starts in the middle of one of its source's sentences (a lowercase
 first word: the model copied a tail) gives way to that whole sentence, quoted (`whole_sentence`), and one
 the reply's length limit cut while it copied a source sentence is finished with that sentence's rest
-(`finished_claim`);
+(`finished_claim`); a number a claim copies without the bound its source gives it ('<7%', 'up to 85%') gets
+that bound back (`with_bounds`);
 a claim speaks of the authors, not as them ("our baselines" -> "their baselines": `in_third_person`);
 a question that asks who wrote a paper (`asks_for_authors`) is told its authors from the paper's record
 (`authors_claim`).
@@ -60,7 +61,7 @@ import re
 from collections import Counter
 
 from rag.corpus import fold, name_tokens
-from rag.grounding import number_ends
+from rag.grounding import NUMBER, in_name, number_ends
 
 MIN_SOURCE_RELEVANCE = 0.35  # cosine of question and the cited abstract's sentence closest to it (also quoted)
 MIN_PAPER_RELEVANCE = 0.30   # or the paper model's score of the whole abstract (Hit.paper_score), if that model is on
@@ -331,6 +332,37 @@ def quote_order(similarities: list[float], sentence_terms: list[set[str]], quest
     score = [similarity + QUOTE_WORD_WEIGHT * sum(weight[t] for t in terms & question_terms) / total
              for similarity, terms in zip(similarities, sentence_terms)]
     return sorted(range(count), key=lambda i: -score[i])
+
+
+_BOUND = re.compile(r"(?:(?i:\b(?:up to|more than|less than|fewer than|at least|at most|nearly|almost|approximately|"
+                    r"roughly|about|around))\s+|[<>≤≥~≈]\s*)$")   # before a number: it is a bound, not the value
+
+
+def with_bounds(claim: str, source: str) -> str:
+    """The claim with each number it gives bare that its source gives only with a bound ('<7%', 'up to 85%')
+    given with that bound: a claim that copies "from <7% to ≈ 90%" as "from 7% to ≈ 90%" states more than
+    the source does. A number is its digits and its sign ('7%' is not '7 points'); one the source gives bare
+    anywhere, or with two bounds, or that the claim gives with a bound of its own, is left as it is."""
+    bounds: dict[tuple[str, str], set[str]] = {}
+    for match in _numbers(source):
+        bound = _BOUND.search(source, max(0, match.start() - 20), match.start())
+        bounds.setdefault(_number_key(source, match), set()).add(bound[0] if bound else "")
+    for match in reversed(_numbers(claim)):
+        given = bounds.get(_number_key(claim, match), {""})
+        if "" not in given and len(given) == 1 and not _BOUND.search(claim, max(0, match.start() - 20), match.start()):
+            claim = claim[:match.start()] + given.pop() + claim[match.start():]
+    return claim
+
+
+def _numbers(text: str) -> list[re.Match]:
+    """The numbers a text gives as values (not digits inside names: Qwen2.5-7B, GPT-4)."""
+    return [m for m in NUMBER.finditer(text) if not in_name(text, m.start())]
+
+
+def _number_key(text: str, match: re.Match) -> tuple[str, str]:
+    """A number's digits and the sign right after it, if any: ('7', '%')."""
+    after = text[match.end():match.end() + 1]
+    return match[1], after if after in "%×x" and after else ""
 
 
 def quoted_claim(label: str, sentence: str) -> str:

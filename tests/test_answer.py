@@ -11,7 +11,7 @@ from rag.answer import (CANNOT_ANSWER, Answerer, ReplyParser, count_tokens, form
                         split_plain_reply)
 from rag.claims import (FIRM_ODDS, MIN_FIRST_PAPER_ODDS, MIN_SEVERAL_ODDS, MIN_SURE_ODDS, asks_for_link,
                         asks_for_name, asks_for_several, counted_terms, counted_words, names_given, points_to_link,
-                        quote_order, words_after_numbers)
+                        quote_order, with_bounds, words_after_numbers)
 from rag.corpus import split_sentences
 from rag.errors import PromptError
 from rag.grounding import numbers, quantities, stated_numbers
@@ -587,6 +587,32 @@ def test_a_claim_that_restates_the_question_gives_way_to_its_source_quoted(run):
     assert quote in answer.sentences[0].text and answer.sentences[0].text.startswith("Lovelace and Babbage: ")
     assert "grokking" in quote.lower() or "accuracy" in quote.lower()
     assert labels(answer) == ["Lovelace and Babbage"] and answer.sentences[0].supported
+
+
+BOUNDED = "Adaptive inference boosts accuracy from <7% to ≈ 90%, up to 85% on 12 tasks with Qwen2.5-7B, 3.5 points."
+
+
+@pytest.mark.parametrize("claim, restored", [
+    ("Accuracy rises from 7% to ≈ 90%.", "Accuracy rises from <7% to ≈ 90%."),
+    ("Accuracy rises from 7% to 90%.", "Accuracy rises from <7% to ≈ 90%."),
+    ("It cuts growth by 85%.", "It cuts growth by up to 85%."),
+    ("It cuts growth by about 85%.", "It cuts growth by about 85%."),   # a bound of its own
+    ("It runs on 12 tasks.", "It runs on 12 tasks."),                   # the source gives 12 bare
+    ("It gains 7 points.", "It gains 7 points."),                       # 7 points are not the source's <7%
+    ("Qwen2.5-7B gains 3.5 points.", "Qwen2.5-7B gains 3.5 points."),   # digits inside a name are no value
+])
+def test_a_claim_gives_a_number_with_the_bound_its_source_gives_it(claim, restored):
+    assert with_bounds(claim, BOUNDED) == restored
+
+
+def test_a_checked_claim_keeps_the_bound_of_the_number_it_copies(tmp_path):
+    papers = [(category, authors, text.replace("by $40$", "by up to $40$")) for category, authors, text in SMALL_PAPERS]
+    with Retriever(Settings.from_env(corpus=write_corpus(tmp_path / "c.txt", papers), prompt_papers="all")) as opened:
+        question = "How much programming time does the compiler cut?"
+        hopper = next(h.rank for h in opened.search(question, k=3).hits if h.paper.label == "Hopper")
+        answer = ask(opened, ScriptedModel(items(("The compiler cuts programming time by 40% on business workloads.",
+                                                  hopper))), question)
+    assert not answer.abstained and "by up to 40% on business workloads" in answer.answer
 
 
 def ask_the_model_anyway(monkeypatch):
