@@ -61,7 +61,7 @@ import re
 from collections import Counter
 
 from rag.corpus import fold, name_tokens
-from rag.grounding import NUMBER, in_name, number_ends
+from rag.grounding import number_ends, value_matches
 
 MIN_SOURCE_RELEVANCE = 0.35  # cosine of question and the cited abstract's sentence closest to it (also quoted)
 MIN_PAPER_RELEVANCE = 0.30   # or the paper model's score of the whole abstract (Hit.paper_score), if that model is on
@@ -344,25 +344,20 @@ def with_bounds(claim: str, source: str) -> str:
     the source does. A number is its digits and its sign ('7%' is not '7 points'); one the source gives bare
     anywhere, or with two bounds, or that the claim gives with a bound of its own, is left as it is."""
     bounds: dict[tuple[str, str], set[str]] = {}
-    for match in _numbers(source):
+    for match in value_matches(source):
         bound = _BOUND.search(source, max(0, match.start() - 20), match.start())
         bounds.setdefault(_number_key(source, match), set()).add(bound[0] if bound else "")
-    for match in reversed(_numbers(claim)):
+    for match in reversed(value_matches(claim)):
         given = bounds.get(_number_key(claim, match), {""})
         if "" not in given and len(given) == 1 and not _BOUND.search(claim, max(0, match.start() - 20), match.start()):
             claim = claim[:match.start()] + given.pop() + claim[match.start():]
     return claim
 
 
-def _numbers(text: str) -> list[re.Match]:
-    """The numbers a text gives as values (not digits inside names: Qwen2.5-7B, GPT-4)."""
-    return [m for m in NUMBER.finditer(text) if not in_name(text, m.start())]
-
-
 def _number_key(text: str, match: re.Match) -> tuple[str, str]:
     """A number's digits and the sign right after it, if any: ('7', '%')."""
     after = text[match.end():match.end() + 1]
-    return match[1], after if after in "%×x" and after else ""
+    return match[1], after if after and after in "%×x" else ""
 
 
 def quoted_claim(label: str, sentence: str) -> str:

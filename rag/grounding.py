@@ -63,15 +63,19 @@ def quantities(text: str) -> set[str]:
     Llama-3, CHIP-8) and the years of references ('(Cuturi, 2013)'), and numbers written as words from twenty
     up ('thirty years'; 'one' or 'two' are seldom a value: 'one of', 'a two-stage method')."""
     years = {m.start(1) for m in _REFERENCE_YEAR.finditer(text)}
-    return {_value(match) for match in NUMBER.finditer(text)
-            if not in_name(text, match.start()) and match.start() not in years} \
+    return {_value(match) for match in value_matches(text) if match.start() not in years} \
         | {_word_value(match) for match in NUMBER_WORD.finditer(text) if match[1]}
 
 
-def in_name(text: str, start: int) -> bool:
+def _in_name(text: str, start: int) -> bool:
     """Are the digits starting at `start` part of a word with a letter before them (IM2GPS3K, Llama-3-8B,
     top-1), not a value of their own (7B, 72-95%)?"""
     return bool(_NAME_BEFORE.search(text, max(0, start - 40), start))
+
+
+def value_matches(text: str) -> list[re.Match]:
+    """The numbers (NUMBER matches) a text gives as values, not digits inside names (Qwen2.5-7B, GPT-4)."""
+    return [m for m in NUMBER.finditer(text) if not _in_name(text, m.start())]
 
 
 def stated_numbers(text: str) -> set[str]:
@@ -82,8 +86,7 @@ def stated_numbers(text: str) -> set[str]:
 
 def number_ends(text: str) -> list[int]:
     """Where each number the text states (in digits, not inside a name, or in words) ends, in order."""
-    return sorted(m.end() for pattern in (NUMBER, NUMBER_WORD) for m in pattern.finditer(text)
-                  if pattern is NUMBER_WORD or not in_name(text, m.start()))
+    return sorted(m.end() for m in [*value_matches(text), *NUMBER_WORD.finditer(text)])
 
 
 def _value(match: re.Match) -> str:
@@ -130,7 +133,7 @@ class GroundingChecker:
         MIN_SWAP_TERMS of those are near another number of the source ('17.6% higher task performance' of
         a source that says '18.5% higher task performance' and 'user satisfaction by 17.6%'). Words that
         merely differ ('examples from 300,000' of 'samples selected from a pool of 300K') are no swap."""
-        given = self._number_contexts(sentence, [m for m in NUMBER.finditer(sentence) if not in_name(sentence, m.start())])
+        given = self._number_contexts(sentence, value_matches(sentence))
         if not given:
             return set()   # most claims give no number: the source's need not be read
         stated = self._number_contexts(source_text, [*NUMBER.finditer(source_text), *NUMBER_WORD.finditer(source_text)])

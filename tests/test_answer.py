@@ -609,7 +609,7 @@ def test_a_checked_claim_keeps_the_bound_of_the_number_it_copies(tmp_path):
     papers = [(category, authors, text.replace("by $40$", "by up to $40$")) for category, authors, text in SMALL_PAPERS]
     with Retriever(Settings.from_env(corpus=write_corpus(tmp_path / "c.txt", papers), prompt_papers="all")) as opened:
         question = "How much programming time does the compiler cut?"
-        hopper = next(h.rank for h in opened.search(question, k=3).hits if h.paper.label == "Hopper")
+        hopper = numbers_by_label(opened, question)["Hopper"]
         answer = ask(opened, ScriptedModel(items(("The compiler cuts programming time by 40% on business workloads.",
                                                   hopper))), question)
     assert not answer.abstained and "by up to 40% on business workloads" in answer.answer

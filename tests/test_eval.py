@@ -118,6 +118,19 @@ def test_both_sets_cover_every_type_and_paper():
         g for q in question_set("lexical") for g in q.gold}
 
 
+def assert_golds_fit_their_types(questions):
+    """Answerable questions have gold papers, multi-paper ones several; an unanswerable one is off the corpus (no
+    gold) or next to the one paper that lacks the fact asked."""
+    assert all(q.gold for q in questions if q.answerable)
+    assert all(len(q.gold) >= 2 for q in questions if q.type == "multi")
+    assert all(len(q.gold) <= 1 for q in questions if not q.answerable)
+
+
+def assert_expected_in_gold_abstracts(questions):
+    """Every `expected` string is in its question's gold abstract, verbatim."""
+    assert all(e in PAPERS[q.gold[0]] for q in questions if q.expected for e in q.expected)
+
+
 def test_the_holdout_set_is_worded_away_from_the_abstracts_and_states_their_facts():
     """eval/holdout.jsonl, the questions no knob was chosen on: every type, gold papers that exist, single-paper
     questions as far from the abstracts' wording as the paraphrase set's, `expected` strings in the gold abstract."""
@@ -127,7 +140,7 @@ def test_the_holdout_set_is_worded_away_from_the_abstracts_and_states_their_fact
     assert set(QUESTION_TYPES) - {"category"} <= {q.type for q in questions} and len(questions) >= 80
     single = [q for q in questions if q.type == "paraphrase"]
     assert statistics.median(question_overlaps(single, PAPERS).values()) <= 0.20
-    assert all(e in PAPERS[q.gold[0]] for q in questions if q.expected for e in q.expected)
+    assert_expected_in_gold_abstracts(questions)
 
 
 def test_the_fresh_set_has_every_type_but_categories_and_states_its_facts():
@@ -135,7 +148,7 @@ def test_the_fresh_set_has_every_type_but_categories_and_states_its_facts():
     without gold papers."""
     questions = load_questions(default_question_sets()["lexical"].with_name("fresh.jsonl"), set(PAPERS))
     assert {q.type for q in questions} == set(QUESTION_TYPES) - {"category"} and len(questions) >= 72
-    assert all(e in PAPERS[q.gold[0]] for q in questions if q.expected for e in q.expected)
+    assert_expected_in_gold_abstracts(questions)
     assert all(bool(q.gold) == q.answerable for q in questions)
 
 
@@ -145,9 +158,7 @@ def test_the_short_set_asks_in_a_few_words():
     questions = load_questions(default_question_sets()["lexical"].with_name("short.jsonl"), set(PAPERS))
     assert len(questions) >= 50 and {q.type for q in questions} == {"paraphrase", "multi", "unanswerable"}
     assert all(len(q.question.split()) <= 16 for q in questions)
-    assert all(q.gold for q in questions if q.answerable)
-    assert all(len(q.gold) >= 2 for q in questions if q.type == "multi")
-    assert all(len(q.gold) <= 1 for q in questions if not q.answerable)
+    assert_golds_fit_their_types(questions)
 
 
 def test_the_request_set_opens_every_question_with_a_request():
@@ -167,9 +178,7 @@ def test_the_casual_set_asks_as_users_type():
     questions = load_questions(default_question_sets()["lexical"].with_name("casual.jsonl"), set(PAPERS))
     assert len(questions) >= 170 and {q.type for q in questions} == {"paraphrase", "detail", "multi", "author",
                                                                        "unanswerable"}
-    assert all(q.gold for q in questions if q.answerable)
-    assert all(len(q.gold) >= 2 for q in questions if q.type == "multi")
-    assert all(len(q.gold) <= 1 for q in questions if not q.answerable)
+    assert_golds_fit_their_types(questions)
 
 
 def test_the_terse_set_asks_in_users_few_words():
@@ -180,7 +189,7 @@ def test_the_terse_set_asks_in_users_few_words():
     assert {q.type for q in questions} == {"paraphrase", "detail", "multi", "author", "unanswerable"}
     assert all(bool(q.gold) == q.answerable for q in questions)
     assert all(len(q.gold) >= 2 for q in questions if q.type == "multi")
-    assert all(e in PAPERS[q.gold[0]] for q in questions if q.expected for e in q.expected)
+    assert_expected_in_gold_abstracts(questions)
 
 
 def test_the_everyday_set_asks_as_users_do():
@@ -190,10 +199,8 @@ def test_the_everyday_set_asks_as_users_do():
     questions = load_questions(default_question_sets()["lexical"].with_name("everyday.jsonl"), set(PAPERS))
     assert len(questions) >= 20 and {q.type for q in questions} == {"paraphrase", "detail", "multi", "author",
                                                                        "unanswerable", "chinese"}
-    assert all(q.gold for q in questions if q.answerable)
-    assert all(len(q.gold) >= 2 for q in questions if q.type == "multi")
-    assert all(len(q.gold) <= 1 for q in questions if not q.answerable)
-    assert all(e in PAPERS[q.gold[0]] for q in questions if q.expected for e in q.expected)
+    assert_golds_fit_their_types(questions)
+    assert_expected_in_gold_abstracts(questions)
 
 
 def test_a_set_without_gold_papers_is_measured_for_answers_only():
