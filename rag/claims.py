@@ -81,13 +81,14 @@ CUT_CLAIM_WORDS = 5          # a claim the length limit cut ends with this many 
 
 _CAPITAL_WORD = r"[A-Z][\w'’-]+"
 _ET_AL = re.compile(rf"\b({_CAPITAL_WORD}(?:\s{_CAPITAL_WORD})?)\s+et\s+al\b")
+_QUANTITY = (r"(?:number|count|percentage|percent|fraction|share|rate|ratio|size|amount|value|score|accuracy|"
+             r"speed-?up|improvement|gain|gap|reduction|increase|depth|width)s?\b")
 _NUMBER_QUESTION = re.compile(
     r"\bhow (?:many|much)\b|\bhow (?:long|often|large|small|big|fast|far|high|low)\s+"
     r"(?:is|are|was|were|do|does|did|can|could|should|would|will|has|have|had|an?)\b"   # 'how large a batch'
-    r"|\b(?:what|which)(?:['’](?:s|re))?\s+(?:[\w-]+\s+){0,2}?"   # "what's the accuracy" too
-    r"(?:number|count|percentage|percent|fraction|share|rate|ratio|size|amount|value|score|accuracy|speed-?up|"
-    r"improvement|gain|gap|reduction|increase|depth|width)s?\b"
-    r"|多少|几", re.IGNORECASE)
+    rf"|\b(?:what|which)(?:['’](?:s|re))?\s+(?:[\w-]+\s+){{0,2}}?{_QUANTITY}"   # "what's the accuracy" too
+    rf"|\bwhat(?:['’]s|\s+(?:is|was|are|were))\s+(?:the|its|their)\s+(?:[\w-]+\s+){{0,2}}?{_QUANTITY}"
+    r"|多少|几", re.IGNORECASE)   # 'what is the highest win rate', 'what was its average score'
 _TOPIC_OF_A_PAPER = re.compile(   # ... before 'how many': a paper on it, or what a paper shows about it
     r"\b(?:papers?|works?|stud(?:y|ies)|research|anything|something|"
     r"(?:show|find|found|say|said|tell|told|reveal|conclude|claim|argue|learn)(?:s|d|ed|n|ing)?(?:\s+us)?)\s+"
@@ -101,7 +102,7 @@ _AUTHORS_QUESTION = re.compile(   # who at a question's start, or after 'and' / 
 MAX_AUTHORS_NAMED = 8   # an authors sentence names this many, then says how many more
 _QUESTION_START = re.compile(r"(?:what|how|which|where|who|when|why|does|do|did|is|are|was|were|can|could|has|have)\b",
                              re.IGNORECASE)
-_VALUE_FILLER = {"is", "are", "was", "were", "s", "re", "the", "a", "an"}   # 'what's the rate' -> 'the rate'
+_VALUE_FILLER = {"is", "are", "was", "were", "s", "re", "the", "a", "an", "its", "their"}   # 'what's its rate' -> 'the rate'
 _NAME_QUESTION = re.compile(   # 'which (real-world) datasets', 'what benchmark'; not 'which papers use datasets'
     r"\b(?:which|what)(?:['’](?:s|re))?\s+(?:(?!(?:papers?|studies|study|works?|articles?|methods?)\b)[\w-]+\s+){0,2}?"
     r"(?:datasets?|benchmarks?|corpora|corpus|baselines?|environments?|games|languages|architectures?|metrics|tasks"

@@ -804,6 +804,15 @@ def test_an_unsupported_claim_about_a_paper_off_the_question_is_held_back_not_sh
     assert [s.kind for s in answer.sentences] == ["claim"]
 
 
+def test_a_restated_question_about_a_paper_off_the_question_is_held_back_not_shown(run, monkeypatch):
+    monkeypatch.setattr("rag.claims.SINGLE_PAPER_MARGIN", 0.0)   # only the best paper answers
+    restated = "Hopper shows what happens to test accuracy in grokking."   # the question's words, under another label
+    answer = run(lambda n: items((GROKKING, n["Lovelace and Babbage"]), (restated, n["Hopper"])),
+                 question=GROKKING_QUESTION)
+    assert answer.answer == f"Lovelace and Babbage: {GROKKING} [1]" and labels(answer) == ["Lovelace and Babbage"]
+    assert [s.kind for s in answer.sentences] == ["claim"]
+
+
 def test_when_no_claim_answers_the_best_sources_closest_sentence_is_quoted(run):
     answer = run(lambda n: items((COMPILER, n["Hopper"])), question=GROKKING_QUESTION)
     assert not answer.abstained and [s.kind for s in answer.sentences] == ["quote"]   # the off-question claim is not shown
@@ -1000,6 +1009,9 @@ def test_an_invented_number_for_a_question_that_asks_for_none_gives_way_to_the_q
     ("What optimality gap does the solver reach?", True), ("How large a batch was used?", True), ("What tree depth was used?", True),
     ("What improvement does it report?", True), ("What loss function do they use?", False),
     ("what's the accuracy of GeoRanker on YFCC4K", True), ("what's new in speech generation", False),
+    ("What is the highest win rate on rare preferences?", True), ("what was its average score", True),
+    ("What's the reported maximum reduction in time-to-first-token?", True),
+    ("Which paper reports win-rate gains on Arena-Hard?", False), ("What is the paper that studies the learning rate?", False),
     ("Is there a paper on how many samples are needed to learn a multi-index model?", False),   # asks for the paper
     ("Is there work on how much data is needed, and how many GPUs did it use?", True),
     ("What does the paper show about how many samples are needed?", False),   # asks what it shows
@@ -1018,6 +1030,8 @@ def test_questions_that_ask_for_a_number(question, expected):
      "the number of human respondents"),
     ("What is GFPO and what learning rate did it use?", ["What is GFPO", "what learning rate did it use?"],
      "the learning rate"),
+    ("What does GFPO do, and what was its average score?", ["What does GFPO do", "what was its average score?"],
+     "the average score"),
     ("How many GPUs? Which datasets?", ["How many GPUs?", "Which datasets?"], "the number of GPUs"),
     ("In the auction that asks what bundles are worth and what they would buy, how much faster is it?",   # one clause
      ["In the auction that asks what bundles are worth and what they would buy, how much faster is it?"],
