@@ -641,9 +641,8 @@ class CitationChecker:
             return (self._quote(cited) if self._counted else None) or self._not_stated(cited)
         if not self.grounding.adds_to(text, self.question, ignore=self._label_terms) and not self._gives_number(text) \
                 and not (self._wants_name and self._gives_name(text)):
-            # it restates the question: its paper's quote, or held back when that paper is off the question
-            kind = "claim" if self._on_topic(cited) else "off_question"
-            return self._quote(cited) or Sentence(text, cited, False, kind=kind)
+            # it restates the question: its paper's quote, or held back (it answers nothing)
+            return self._quote(cited) or Sentence(text, cited, False, kind="off_question")
         vector = self.grounding.embed(text)
         names = written_names(text, self.known_names, self.mentions) | (method_names(text) & self._methods)
         labels = written_labels(text)
