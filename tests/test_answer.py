@@ -1064,7 +1064,8 @@ def test_a_question_half_answered_gets_the_half_and_what_is_not_stated(run, clai
 def test_a_method_the_question_names_must_be_in_the_cited_paper(run):
     answer = run(lambda n: items(("GrokNet cuts programming time by 40% on business workloads.", n["Hopper"])),
                  question="How does GrokNet cut programming time on business workloads?")
-    assert answer.abstained and answer.abstain_reason == "unsupported" and "GrokNet" not in answer.answer
+    # the claim restates the question, and no quote of Hopper's paper can replace it: it names no GrokNet
+    assert answer.abstained and answer.abstain_reason == "off_question" and "GrokNet" not in answer.answer
 
 
 def test_method_names():
