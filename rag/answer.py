@@ -100,7 +100,8 @@ class Sentence:
     """One checked sentence. kind: the model's `claim`; a `quote` of the cited abstract standing in
     for a claim that restated the question; `not_stated` (the abstract does not state what was
     asked); `authors` (who wrote the cited paper, from its record, for a question that asks who);
-    `off_question` (true of its source but not an answer: never shown as one)."""
+    `off_question` (no answer: true of its source but off the question, or the question restated; never
+    shown as one)."""
 
     text: str
     citations: list[int]
