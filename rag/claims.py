@@ -82,11 +82,13 @@ CUT_CLAIM_WORDS = 5          # a claim the length limit cut ends with this many 
 _CAPITAL_WORD = r"[A-Z][\w'’-]+"
 _ET_AL = re.compile(rf"\b({_CAPITAL_WORD}(?:\s{_CAPITAL_WORD})?)\s+et\s+al\b")
 _QUANTITY = (r"(?:number|count|percentage|percent|fraction|share|rate|ratio|size|amount|value|score|accuracy|"
-             r"speed-?up|improvement|gain|gap|reduction|increase|depth|width)s?\b")
+             r"speed-?up|improvement|gain|gap|reduction|increase|depth|width|"
+             r"f1|bleu|rouge(?:-\w+)?|auc|auroc|mrr|perplexity|precision|recall|\w+@\d+)s?\b")   # metrics: Hits@10
+_NOT_PAPERS = r"(?!(?:papers?|stud(?:y|ies)|works?|articles?)\b)"   # 'which papers report accuracy' asks for papers
 _NUMBER_QUESTION = re.compile(
     r"\bhow (?:many|much)\b|\bhow (?:long|often|large|small|big|fast|far|high|low)\s+"
     r"(?:is|are|was|were|do|does|did|can|could|should|would|will|has|have|had|an?)\b"   # 'how large a batch'
-    rf"|\b(?:what|which)(?:['’](?:s|re))?\s+(?:[\w-]+\s+){{0,2}}?{_QUANTITY}"   # "what's the accuracy" too
+    rf"|\b(?:what|which)(?:['’](?:s|re))?\s+(?:{_NOT_PAPERS}[\w-]+\s+){{0,2}}?{_QUANTITY}"   # "what's the accuracy" too
     rf"|\bwhat(?:['’]s|\s+(?:is|was|are|were))\s+(?:the|its|their)\s+(?:[\w-]+\s+){{0,2}}?{_QUANTITY}"
     r"|多少|几", re.IGNORECASE)   # 'what is the highest win rate', 'what was its average score'
 _TOPIC_OF_A_PAPER = re.compile(   # ... before 'how many': a paper on it, or what a paper shows about it

@@ -98,7 +98,7 @@ def check_question(question: str) -> str:
     """The question stripped; an empty one is a usage error."""
     if not question or not question.strip():
         raise UsageError("the question is empty: write what you want to find, e.g. "
-                         "rag search \"what methods reduce reasoning length?\"")
+                         "\"what methods reduce reasoning length?\"")
     return question.strip()
 
 

@@ -1016,7 +1016,10 @@ def test_an_invented_number_for_a_question_that_asks_for_none_gives_way_to_the_q
     ("Is there a paper on how many samples are needed to learn a multi-index model?", False),   # asks for the paper
     ("Is there work on how much data is needed, and how many GPUs did it use?", True),
     ("What does the paper show about how many samples are needed?", False),   # asks what it shows
-    ("What did they find regarding how much data is needed?", False)])
+    ("What did they find regarding how much data is needed?", False),
+    ("What Hits@10 does the completion method reach on FB15K-237?", True),   # a metric's name asks for its value
+    ("Which AUROC does the detector achieve?", True), ("what F1 do they get", True),
+    ("Which papers report precision and recall?", False), ("Which studies give the accuracy?", False)])
 def test_questions_that_ask_for_a_number(question, expected):
     from rag.claims import asks_for_number
 
