@@ -556,6 +556,7 @@ class CitationChecker:
         self._named = named_terms(question, grounding.terms) if self._wants_name else set()   # 'dataset', 'corpus' …
         self._known_words = " ".join([question] + [s.hit.paper.label for s in sources])   # names that give nothing
         self._wants_link = asks_for_link(question)
+        self._link_only = all(asks_for_link(part) for part in question_parts(question))   # asks nothing else
         self._counted = counted_terms(question, grounding.terms)   # what 'how many' counts, stemmed
         self._near_best = {h.paper.paper_id for h in near_the_best([s.hit for s in sources], question)}
         self._names_held: set[str] = set()   # papers that use a name the question writes ('SeRL')
@@ -666,6 +667,8 @@ class CitationChecker:
             return self._quote(backing) or self._not_stated(backing)   # its sentence that states one, if any
         if backing and self._wants_name and not self._gives_name(text):   # 'evaluated on real-world datasets'
             return self._quote(backing) or self._not_stated(backing)   # its sentence that names them, if any
+        if backing and self._link_only and not points_to_link(text):   # 'provides code, to be found in …'
+            return self._quote(backing) or self._not_stated(backing)   # its sentence that says where, if any
         if len(backing) > 1:
             return Sentence(in_third_person(self._restored(text, backing)), backing, True)
         if backing and self._off_its_rare_words(text, backing[0]):
@@ -813,7 +816,8 @@ class CitationChecker:
 
     def _quote(self, cited: list[int], claim: str = "") -> Sentence | None:
         """The first cited source's best quote (claims.quote_order; not a sentence that points to code
-        unless asked), when the paper is on the question; for a question that asks for a number, its best
+        unless asked), when the paper is on the question; for a question that asks only where the code is,
+        its sentence that says where, or else that the abstract does not state it; for a question that asks for a number, its best
         sentence that states every value of the unsupported `claim` it stands in for ("tested with 5
         families of 10 models" of "… evaluated with 5 families of 10 models …"), or else its best sentence
         that states one and is as close as MIN_SOURCE_RELEVANCE; without either, that the abstract does
@@ -829,6 +833,9 @@ class CitationChecker:
                   if self._wants_link or not points_to_link(text)]
         if not ranked:
             return None
+        if self._link_only:   # where the code is: a sentence that says so, or that the abstract does not
+            links = [text for text, _ in ranked if points_to_link(text)]
+            return self._quoted(cited[0], links[0]) if links else self._not_stated(cited)
         if self._wants_number or self._wants_name:
             gives = self._states_number if self._wants_number else self._names_what_is_asked
             values = quantities(claim) if self._wants_number else set()

@@ -166,9 +166,15 @@ _LINK = re.compile(r"\bgithub\b|\b(?:available|released)\s+(?:at|on|from)\b|"
                    r"(?:[\s,]+\w+){0,4}\s+(?:is|are)\s+(?:\w+\s+)?(?:available|released|open[- ]sourced|"
                    r"open[- ]source\b(?!\s+(?!(?:at|on|in|under|via|for|here)\b)\w))\b",   # not '… open-source Qwen'
                    re.IGNORECASE)
-_LINK_QUESTION = re.compile(r"\b(?:code|codes|github|repo|repository|url|website|web ?page|project page|homepage|"
-                            r"download|open[- ]?source[ds]?|implementation|released?|link to|where can i (?:find|get))\b",
-                            re.IGNORECASE)
+_LINK_QUESTION = re.compile(   # where the code, weights or project page is; not 'code models' or 'link prediction'
+    r"\b(?:github|repo|repository|url|website|web ?page|project page|homepage|download)\b"
+    r"|\b(?:a|the|any)\s+link\b|\blinks?\s*(?:\?|$|to\b|for\b)"
+    r"|\bwhere(?:['’]s|\s+(?:is|are|can|could|do|does))\b[^?]{0,30}\b(?:code|codes|weights|checkpoints?|implementation)\b"
+    r"|\b(?:is|are)\s+(?:there\s+|the\s+|its\s+|their\s+)?(?:any\s+|an?\s+)?(?:public\s+|open[- ]source\s+)?"
+    r"(?:code|codes|weights|checkpoints?|implementation)\s+(?:available|released|public|open|out|for|of)\b"
+    r"|\b(?:release|released|releasing|share|shared|open[- ]?sourced?)\s+(?:the\s+|their\s+|its\s+|any\s+)?"
+    r"(?:code|codes|weights|checkpoints?|implementation)\b",
+    re.IGNORECASE)
 _PAIR = re.compile(rf"\b({_CAPITAL_WORD})\s+(?:and|&)\s+({_CAPITAL_WORD})\b")
 
 

@@ -252,6 +252,23 @@ def test_a_sentence_that_points_to_code_answers_only_a_question_that_asks_for_it
         assert [s.kind for s in answer.sentences] == ["quote"] and "compiler" in answer.sentences[0].quote
 
 
+@pytest.mark.parametrize("linked, shown", [(True, "quote"), (False, "not_stated")])
+def test_a_question_for_the_code_is_answered_only_by_where_it_is(tmp_path, linked, shown):
+    """Asked where the code is, a claim that says the paper provides code but not where gives way to the
+    paper's sentence that says where, or, when its abstract has none, to 'does not state this'."""
+    papers = [SMALL_PAPERS[0], (None, "Grace Hopper", f"{SMALL_PAPERS[1][2]} {CODE_LINK if linked else ''}")]
+    question = "Where can I find the code of the compiler?"
+    with Retriever(Settings.from_env(corpus=write_corpus(tmp_path / "c.txt", papers))) as retriever:
+        answerer = Answerer(retriever.settings, retriever, ScriptedModel())
+        found = retriever.search(question, k=2)
+        hopper = next(s.n for s in answerer.build_sources(answerer.papers_to_read(found.hits, found.query),
+                                                          found.query_embedding) if s.hit.paper.label == "Hopper")
+        claim = "Hopper provides the code of the compiler that turns English-like statements into machine code."
+        answer = ask(retriever, ScriptedModel(items((claim, hopper))), question)
+    assert [s.kind for s in answer.sentences] == [shown] and answer.abstained == (not linked)
+    assert ("github.com/hopper/compiler" in answer.answer) == linked and "provides the code" not in answer.answer
+
+
 @pytest.mark.parametrize("text, points", [
     (CODE_LINK, True), ("Code and data are publicly available.", True), ("Demos are on our project page: https://x.github.io.", True),
     ("It costs 9000 GPUs, see https://phish.example/login.", False),   # a link, but not to the paper's code
@@ -267,6 +284,10 @@ def test_points_to_link(text, points):
     ("Where can I find the code of GFPO?", True), ("Is the implementation open source?", True),
     ("Which paper has a project page?", True),
     ("How are cause-and-effect links found?", False), ("What does the compiler do?", False),
+    ("is there code for that diffusion paper? link?", True), ("where's the github for FlowDrag?", True),
+    ("did they release the code?", True), ("Is there a public implementation of SeRL?", True),
+    ("Which paper studies stealing code models?", False), ("Which paper does link prediction?", False),
+    ("How do I hide a signature in the code a model writes?", False),
 ])
 def test_asks_for_link(question, asks):
     assert asks_for_link(question) == asks
