@@ -668,7 +668,7 @@ class CitationChecker:
         if backing and self._wants_name and not self._gives_name(text):   # 'evaluated on real-world datasets'
             return self._quote(backing) or self._not_stated(backing)   # its sentence that names them, if any
         if backing and self._link_only and not points_to_link(text):   # 'provides code, to be found in …'
-            return self._quote(backing) or self._not_stated(backing)   # its sentence that says where, if any
+            return self._quote(backing) or Sentence(text, backing, False, kind="off_question")   # where, if it says
         if len(backing) > 1:
             return Sentence(in_third_person(self._restored(text, backing)), backing, True)
         if backing and self._off_its_rare_words(text, backing[0]):
@@ -817,7 +817,8 @@ class CitationChecker:
     def _quote(self, cited: list[int], claim: str = "") -> Sentence | None:
         """The first cited source's best quote (claims.quote_order; not a sentence that points to code
         unless asked), when the paper is on the question; for a question that asks only where the code is,
-        its sentence that says where, or else that the abstract does not state it; for a question that asks for a number, its best
+        its sentence that says where, or else (asked about one paper) that the abstract does not state it;
+        for a question that asks for a number, its best
         sentence that states every value of the unsupported `claim` it stands in for ("tested with 5
         families of 10 models" of "… evaluated with 5 families of 10 models …"), or else its best sentence
         that states one and is as close as MIN_SOURCE_RELEVANCE; without either, that the abstract does
@@ -835,7 +836,9 @@ class CitationChecker:
             return None
         if self._link_only:   # where the code is: a sentence that says so, or that the abstract does not
             links = [text for text, _ in ranked if points_to_link(text)]
-            return self._quoted(cited[0], links[0]) if links else self._not_stated(cited)
+            if links:
+                return self._quoted(cited[0], links[0])
+            return None if self._several else self._not_stated(cited)   # a list names the papers that say where
         if self._wants_number or self._wants_name:
             gives = self._states_number if self._wants_number else self._names_what_is_asked
             values = quantities(claim) if self._wants_number else set()

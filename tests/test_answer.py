@@ -269,6 +269,24 @@ def test_a_question_for_the_code_is_answered_only_by_where_it_is(tmp_path, linke
     assert ("github.com/hopper/compiler" in answer.answer) == linked and "provides the code" not in answer.answer
 
 
+def test_a_list_of_papers_that_share_their_code_leaves_out_those_that_do_not_say_where(tmp_path):
+    papers = [(None, "Grace Hopper", f"We present a compiler that turns English-like statements into machine code. "
+                                     f"{CODE_LINK}"),
+              (None, "John Backus", "We present a compiler that turns formulas into machine code. Its machine code "
+                                    "runs as fast as code written by hand.")]
+    question = "Which papers share the code of their compilers?"
+    with Retriever(Settings.from_env(corpus=write_corpus(tmp_path / "c.txt", papers))) as retriever:
+        answerer = Answerer(retriever.settings, retriever, ScriptedModel())
+        found = retriever.search(question, k=2)
+        n = {s.hit.paper.label: s.n for s in answerer.build_sources(answerer.papers_to_read(found.hits, found.query),
+                                                                   found.query_embedding, found.query)}
+        answer = ask(retriever, ScriptedModel(items(("Backus shares the code of the compiler.", n["Backus"]),
+                                                    ("Hopper shares the code of the compiler.", n["Hopper"]))),
+                     question)
+    assert not answer.abstained and "github.com/hopper/compiler" in answer.answer and "Backus" not in answer.answer
+    assert [s.kind for s in answer.sentences] == ["quote"]
+
+
 @pytest.mark.parametrize("text, points", [
     (CODE_LINK, True), ("Code and data are publicly available.", True), ("Demos are on our project page: https://x.github.io.", True),
     ("It costs 9000 GPUs, see https://phish.example/login.", False),   # a link, but not to the paper's code
