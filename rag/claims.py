@@ -168,12 +168,14 @@ _LINK = re.compile(r"\bgithub\b|\b(?:available|released)\s+(?:at|on|from)\b|"
                    re.IGNORECASE)
 _LINK_QUESTION = re.compile(   # where the code, weights or project page is; not 'code models' or 'link prediction'
     r"\b(?:github|repo|repository|url|website|web ?page|project page|homepage|download)\b"
-    r"|\b(?:a|the|any)\s+link\b|\blinks?\s*(?:\?|$|to\b|for\b)"
+    r"|\b(?:a|the|any)\s+link\b|\blinks?\s*(?:\?|$)"
     r"|\bwhere(?:['’]s|\s+(?:is|are|can|could|do|does))\b[^?]{0,30}\b(?:code|codes|weights|checkpoints?|implementation)\b"
     r"|\b(?:is|are)\s+(?:there\s+|the\s+|its\s+|their\s+)?(?:any\s+|an?\s+)?(?:public\s+|open[- ]source\s+)?"
-    r"(?:code|codes|weights|checkpoints?|implementation)\s+(?:available|released|public|open|out|for|of)\b"
-    r"|\b(?:release|released|releasing|share|shared|open[- ]?sourced?)\s+(?:the\s+|their\s+|its\s+|any\s+)?"
-    r"(?:code|codes|weights|checkpoints?|implementation)\b",
+    r"(?:code|codes|implementation)\s+(?:available|released|public|open|out|for|of)\b"
+    r"|\b(?:is|are)\s+(?:the\s+|its\s+|their\s+)?(?:model\s+)?(?:weights|checkpoints?)\s+(?:available|released|public|out)\b"
+    r"|\b(?:release[ds]?|releasing|open[- ]?sourced?)\s+(?:the\s+|their\s+|its\s+|any\s+)?"
+    r"(?:code|codes|weights|checkpoints?|implementation)\b"
+    r"|\bshared?\s+(?:the\s+|their\s+|its\s+|any\s+)?(?:code|codes|implementation)\b",   # not 'share weights'
     re.IGNORECASE)
 _PAIR = re.compile(rf"\b({_CAPITAL_WORD})\s+(?:and|&)\s+({_CAPITAL_WORD})\b")
 

@@ -306,6 +306,9 @@ def test_points_to_link(text, points):
     ("did they release the code?", True), ("Is there a public implementation of SeRL?", True),
     ("Which paper studies stealing code models?", False), ("Which paper does link prediction?", False),
     ("How do I hide a signature in the code a model writes?", False),
+    ("How does noise stability link to grokking?", False), ("How are the weights of fine-tuned models combined?", False),
+    ("Which methods share weights across layers?", False), ("Are the model weights available?", True),
+    ("Which papers open-source their code?", True), ("Is there a link for the code?", True),
 ])
 def test_asks_for_link(question, asks):
     assert asks_for_link(question) == asks
