@@ -176,16 +176,22 @@ def test_the_kind_of_thing_a_question_asks_to_name(question, named):
     assert named_terms(question, GroundingChecker(None).terms) == named
 
 
-def test_a_sentence_that_names_the_datasets_asked_for_answers(tmp_path):
-    named = "The compiler is evaluated on the UNIVAC-1 and FLOW-MATIC benchmarks."
-    papers = [SMALL_PAPERS[0], (None, "Grace Hopper", f"{SMALL_PAPERS[1][2]} {named}")]
-    question = "Which benchmarks was the compiler evaluated on?"
+def answer_about_hopper(tmp_path, hopper_adds: str, question: str, claim: str):
+    """The answer to `question` over SMALL_PAPERS[0] and Hopper's paper with `hopper_adds` at its end, when
+    the model writes `claim` about Hopper's paper."""
+    papers = [SMALL_PAPERS[0], (None, "Grace Hopper", f"{SMALL_PAPERS[1][2]} {hopper_adds}")]
     with Retriever(Settings.from_env(corpus=write_corpus(tmp_path / "c.txt", papers))) as retriever:
         answerer = Answerer(retriever.settings, retriever, ScriptedModel())
         found = retriever.search(question, k=2)
         hopper = next(s.n for s in answerer.build_sources(answerer.papers_to_read(found.hits, found.query),
                                                           found.query_embedding) if s.hit.paper.label == "Hopper")
-        answer = ask(retriever, ScriptedModel(items(("It was evaluated on UNIVAC-1 and FLOW-MATIC.", hopper))), question)
+        return ask(retriever, ScriptedModel(items((claim, hopper))), question)
+
+
+def test_a_sentence_that_names_the_datasets_asked_for_answers(tmp_path):
+    answer = answer_about_hopper(tmp_path, "The compiler is evaluated on the UNIVAC-1 and FLOW-MATIC benchmarks.",
+                                 "Which benchmarks was the compiler evaluated on?",
+                                 "It was evaluated on UNIVAC-1 and FLOW-MATIC.")
     assert not answer.abstained and [s.kind for s in answer.sentences] == ["claim"] and "FLOW-MATIC" in answer.answer
 
 
@@ -240,13 +246,7 @@ CODE_LINK = "Our code is available at https://github.com/hopper/compiler."
     ("Where can I find the code of the compiler?", True),
 ])
 def test_a_sentence_that_points_to_code_answers_only_a_question_that_asks_for_it(tmp_path, question, link_shown):
-    papers = [SMALL_PAPERS[0], (None, "Grace Hopper", f"{SMALL_PAPERS[1][2]} {CODE_LINK}")]
-    with Retriever(Settings.from_env(corpus=write_corpus(tmp_path / "c.txt", papers))) as retriever:
-        answerer = Answerer(retriever.settings, retriever, ScriptedModel())
-        found = retriever.search(question, k=2)
-        hopper = next(s.n for s in answerer.build_sources(answerer.papers_to_read(found.hits, found.query),
-                                                          found.query_embedding) if s.hit.paper.label == "Hopper")
-        answer = ask(retriever, ScriptedModel(items((CODE_LINK, hopper))), question)
+    answer = answer_about_hopper(tmp_path, CODE_LINK, question, CODE_LINK)
     assert ("github.com/hopper/compiler" in answer.answer) == link_shown
     if not link_shown:   # the link is held back, and the quote that stands in for it is another sentence
         assert [s.kind for s in answer.sentences] == ["quote"] and "compiler" in answer.sentences[0].quote
@@ -256,15 +256,9 @@ def test_a_sentence_that_points_to_code_answers_only_a_question_that_asks_for_it
 def test_a_question_for_the_code_is_answered_only_by_where_it_is(tmp_path, linked, shown):
     """Asked where the code is, a claim that says the paper provides code but not where gives way to the
     paper's sentence that says where, or, when its abstract has none, to 'does not state this'."""
-    papers = [SMALL_PAPERS[0], (None, "Grace Hopper", f"{SMALL_PAPERS[1][2]} {CODE_LINK if linked else ''}")]
-    question = "Where can I find the code of the compiler?"
-    with Retriever(Settings.from_env(corpus=write_corpus(tmp_path / "c.txt", papers))) as retriever:
-        answerer = Answerer(retriever.settings, retriever, ScriptedModel())
-        found = retriever.search(question, k=2)
-        hopper = next(s.n for s in answerer.build_sources(answerer.papers_to_read(found.hits, found.query),
-                                                          found.query_embedding) if s.hit.paper.label == "Hopper")
-        claim = "Hopper provides the code of the compiler that turns English-like statements into machine code."
-        answer = ask(retriever, ScriptedModel(items((claim, hopper))), question)
+    answer = answer_about_hopper(
+        tmp_path, CODE_LINK if linked else "", "Where can I find the code of the compiler?",
+        "Hopper provides the code of the compiler that turns English-like statements into machine code.")
     assert [s.kind for s in answer.sentences] == [shown] and answer.abstained == (not linked)
     assert ("github.com/hopper/compiler" in answer.answer) == linked and "provides the code" not in answer.answer
 
