@@ -327,7 +327,8 @@ def points_to_link(text: str) -> bool:
 
 
 def asks_for_link(question: str) -> bool:
-    """Does the question ask for code, data or a link ('Where can I find the code of GFPO?')?"""
+    """Does the question ask where code, weights or a project page are ('Where can I find the code of GFPO?',
+    'is there a link?')? Not 'code models', 'link prediction' or 'the code it writes'."""
     return bool(_LINK_QUESTION.search(question))
 
 
