@@ -176,16 +176,22 @@ def test_the_kind_of_thing_a_question_asks_to_name(question, named):
     assert named_terms(question, GroundingChecker(None).terms) == named
 
 
+def answer_with_claims(tmp_path, papers, question: str, claims: list[tuple[str, str]]):
+    """The answer to `question` over `papers` when the model writes each (claim, label) about the paper of
+    that label, numbered as the prompt numbers it."""
+    with Retriever(Settings.from_env(corpus=write_corpus(tmp_path / "c.txt", papers))) as retriever:
+        answerer = Answerer(retriever.settings, retriever, ScriptedModel())
+        found = retriever.search(question, k=2)
+        n = {s.hit.paper.label: s.n for s in answerer.build_sources(answerer.papers_to_read(found.hits, found.query),
+                                                                   found.query_embedding, found.query)}
+        return ask(retriever, ScriptedModel(items(*((claim, n[label]) for claim, label in claims))), question)
+
+
 def answer_about_hopper(tmp_path, hopper_adds: str, question: str, claim: str):
     """The answer to `question` over SMALL_PAPERS[0] and Hopper's paper with `hopper_adds` at its end, when
     the model writes `claim` about Hopper's paper."""
     papers = [SMALL_PAPERS[0], (None, "Grace Hopper", f"{SMALL_PAPERS[1][2]} {hopper_adds}")]
-    with Retriever(Settings.from_env(corpus=write_corpus(tmp_path / "c.txt", papers))) as retriever:
-        answerer = Answerer(retriever.settings, retriever, ScriptedModel())
-        found = retriever.search(question, k=2)
-        hopper = next(s.n for s in answerer.build_sources(answerer.papers_to_read(found.hits, found.query),
-                                                          found.query_embedding) if s.hit.paper.label == "Hopper")
-        return ask(retriever, ScriptedModel(items((claim, hopper))), question)
+    return answer_with_claims(tmp_path, papers, question, [(claim, "Hopper")])
 
 
 def test_a_sentence_that_names_the_datasets_asked_for_answers(tmp_path):
@@ -268,15 +274,9 @@ def test_a_list_of_papers_that_share_their_code_leaves_out_those_that_do_not_say
                                      f"{CODE_LINK}"),
               (None, "John Backus", "We present a compiler that turns formulas into machine code. Its machine code "
                                     "runs as fast as code written by hand.")]
-    question = "Which papers share the code of their compilers?"
-    with Retriever(Settings.from_env(corpus=write_corpus(tmp_path / "c.txt", papers))) as retriever:
-        answerer = Answerer(retriever.settings, retriever, ScriptedModel())
-        found = retriever.search(question, k=2)
-        n = {s.hit.paper.label: s.n for s in answerer.build_sources(answerer.papers_to_read(found.hits, found.query),
-                                                                   found.query_embedding, found.query)}
-        answer = ask(retriever, ScriptedModel(items(("Backus shares the code of the compiler.", n["Backus"]),
-                                                    ("Hopper shares the code of the compiler.", n["Hopper"]))),
-                     question)
+    answer = answer_with_claims(tmp_path, papers, "Which papers share the code of their compilers?",
+                                [("Backus shares the code of the compiler.", "Backus"),
+                                 ("Hopper shares the code of the compiler.", "Hopper")])
     assert not answer.abstained and "github.com/hopper/compiler" in answer.answer and "Backus" not in answer.answer
     assert [s.kind for s in answer.sentences] == ["quote"]
 
