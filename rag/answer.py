@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_FIRST_PAPER_ODDS, MIN_PAPER_RELEVANCE,
                         MIN_QUOTE_PAPER_SCORE, MIN_SEVERAL_ODDS, MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS,
                         ONE_PAPER_FOR_ONE_QUESTION, RARE_WORD_SHARE,
-                        asked_value, asks_for_authors, asks_for_link, asks_for_name, asks_for_number,
+                        asked_metric, asked_value, asks_for_authors, asks_for_link, asks_for_name, asks_for_number,
                         asks_for_several, authors_claim, counted_terms, finished_claim, in_third_person, label_out,
                         method_names, name_the_paper, named_terms, names_given, near_the_best, not_stated_claim,
                         points_to_link, question_parts, quote_order, quoted_claim, whole_sentence,
@@ -558,6 +558,7 @@ class CitationChecker:
         self._wants_link = asks_for_link(question)
         self._link_only = all(asks_for_link(part) for part in question_parts(question))   # asks nothing else
         self._counted = counted_terms(question, grounding.terms)   # what 'how many' counts, stemmed
+        self._metric = asked_metric(question)   # 'what perplexity …': the metric a number must be of
         self._near_best = {h.paper.paper_id for h in near_the_best([s.hit for s in sources], question)}
         self._names_held: set[str] = set()   # papers that use a name the question writes ('SeRL')
         self._rare_words_held: set[str] = set()   # those, and papers that hold the question's rare words
@@ -727,7 +728,9 @@ class CitationChecker:
     def _states_number(self, text: str) -> bool:
         """Does the text give a number in digits, and for 'how many X' a number of X, in digits or in words
         ('16 minutes' is not hours; 'thirty years' are years; a 'two-stage' method gives no size; the digits
-        of a name such as IM2GPS3K give no value)?"""
+        of a name such as IM2GPS3K give no value), and for 'what perplexity' one that names perplexity?"""
+        if self._metric is not None and not self._metric.search(text):
+            return False
         if not self._counted:
             return bool(quantities(text))
         return bool(self._counted & self.grounding.terms(" ".join(words_after_numbers(text))))

@@ -24,6 +24,7 @@ Three rules that grounding.py's support check does not cover, each deterministic
   first shown sentence cites (`ONE_PAPER_FOR_ONE_QUESTION`);
   and a question that asks for a number is not answered by a sentence without one (`asks_for_number`),
   nor 'how many X' by a number of something else (`counted_words`: '16 minutes' is not hours), nor
+  'what perplexity' by a number that no word of the sentence says is a perplexity (`asked_metric`), nor
   one that asks which datasets, benchmarks or baselines by a sentence that names none the question
   does not (`asks_for_name`, `names_given`: 'evaluated on real-world datasets' names nothing), or,
   when quoted, that does not say the kind it names (`named_terms`: 'We introduce MCNF' names no dataset);
@@ -81,9 +82,10 @@ CUT_CLAIM_WORDS = 5          # a claim the length limit cut ends with this many 
 
 _CAPITAL_WORD = r"[A-Z][\w'’-]+"
 _ET_AL = re.compile(rf"\b({_CAPITAL_WORD}(?:\s{_CAPITAL_WORD})?)\s+et\s+al\b")
+_METRIC = r"(?:f1|bleu|rouge(?:-\w+)?|auc|auroc|mrr|perplexity|precision|recall|\w+@\d+)"   # named metrics: Hits@10
+METRICS_ALIKE = ("perplexity ppl", "f1 f-score f-measure", "auc auroc")   # names of one metric (area under a curve)
 _QUANTITY = (r"(?:number|count|percentage|percent|fraction|share|rate|ratio|size|amount|value|score|accuracy|"
-             r"speed-?up|improvement|gain|gap|reduction|increase|depth|width|"
-             r"f1|bleu|rouge(?:-\w+)?|auc|auroc|mrr|perplexity|precision|recall|\w+@\d+)s?\b")   # metrics: Hits@10
+             rf"speed-?up|improvement|gain|gap|reduction|increase|depth|width|{_METRIC})s?\b")
 _NOT_PAPERS = r"(?!(?:papers?|stud(?:y|ies)|works?|articles?)\b)"   # 'which papers report accuracy' asks for papers
 _NUMBER_QUESTION = re.compile(
     r"\bhow (?:many|much)\b|\bhow (?:long|often|large|small|big|fast|far|high|low)\s+"
@@ -231,6 +233,23 @@ def asked_value(question: str) -> str:
         return "the " + " ".join(w for w in words if w and w.lower() not in _VALUE_FILLER)
     counted = re.match(r"how many ((?:[a-z-]+ ){0,2}?[a-z-]+s)\b", part[found.start():] if found else "", re.IGNORECASE)
     return f"the number of {counted[1]}" if counted else "the number asked for"
+
+
+def asked_metric(question: str) -> re.Pattern | None:
+    """The metric a 'what/which <metric>' question asks the value of, as a pattern that finds its name (or
+    another name of it, METRICS_ALIKE) in a sentence: 'What perplexity does …' -> perplexity or PPL, 'What
+    Hits@10 …' -> Hits@10, not Hits@1. None when a value it asks for is not a named metric: a rate, a score,
+    an accuracy ('improving Qwen2.5-Math-7B from 58.8% to 90.0%' is one), 'how many'. A number of another
+    metric does not answer it."""
+    names = set()
+    for found in _NUMBER_QUESTION.finditer(question) if asks_for_number(question) else ():
+        metric = re.search(rf"{_METRIC}s?\b\Z", found[0], re.IGNORECASE)
+        if metric is None or not found[0].lower().startswith(("what", "which")):
+            return None
+        name = metric[0].lower().split("-")[0].removesuffix("s")   # rouge(-l), score(s)
+        names |= next((set(alike.split()) for alike in METRICS_ALIKE if name in alike.split()), {name})
+    written = (re.escape(n.removesuffix("y")) + "(?:y|ies)" if n.endswith("y") else re.escape(n) for n in sorted(names))
+    return re.compile(rf"(?<![a-z])(?:{'|'.join(written)})(?!\d)", re.IGNORECASE) if names else None
 
 
 def asks_for_authors(question: str) -> bool:

@@ -1062,6 +1062,45 @@ def test_questions_that_ask_for_a_number(question, expected):
     assert asks_for_number(question) is expected
 
 
+@pytest.mark.parametrize("question, found, missed", [
+    ("What Hits@10 does the completion method reach on FB15K-237?", "Hits@10 rises to 0.51.", "Hits@1 is 0.40."),
+    ("what perplexity does the pruning study report?", "a perplexity of 12.3", "accuracy gains of 5%"),
+    ("What perplexity does it reach, and what was the starting perplexity?", "a PPL of 12.5", "58.8 points"),
+    ("What's the F1 on CoNLL?", "an F-score of 91.2", "a BLEU of 30"),
+    ("Which AUROC does the detector achieve?", "an AUC of 0.85", "a precision of 0.9")])
+def test_a_question_for_a_named_metric_is_answered_only_by_that_metric(question, found, missed):
+    from rag.claims import asked_metric
+
+    metric = asked_metric(question)
+    assert metric.search(found) and not metric.search(missed)
+
+
+@pytest.mark.parametrize("question", [
+    "What is the highest win rate on rare preferences?",   # a rate, named in many ways
+    "What accuracy does it reach on MATH?",   # 'improving Qwen2.5-Math-7B from 58.8% to 90.0%' gives one
+    "How much of their accuracy do LLMs keep?", "Which papers report accuracy?",
+    "What accuracy does it reach, and how many GPUs did it use?",   # one part asks for a count
+    "Is there a paper on what accuracy transformers reach?"])
+def test_other_questions_ask_for_no_named_metric(question):
+    from rag.claims import asked_metric
+
+    assert asked_metric(question) is None
+
+
+def test_a_number_of_another_metric_gives_way_to_not_stated(tmp_path):
+    answer = answer_about_hopper(tmp_path, "The compiler raises accuracy by 5% on the UNIVAC benchmark.",
+                                 "What perplexity does the compiler reach?",
+                                 "The compiler raises accuracy by 5% on the UNIVAC benchmark.")
+    assert [s.kind for s in answer.sentences] == ["not_stated"] and answer.abstain_reason == "not_stated"
+
+
+def test_a_number_of_the_metric_asked_for_answers(tmp_path):
+    answer = answer_about_hopper(tmp_path, "The compiler reaches a perplexity of 12.5 on the UNIVAC benchmark.",
+                                 "What perplexity does the compiler reach?",
+                                 "The compiler reaches a perplexity of 12.5 on the UNIVAC benchmark.")
+    assert not answer.abstained and "12.5" in answer.answer
+
+
 @pytest.mark.parametrize("question, parts, value", [
     ("What does TikZilla do, and how many GPUs were used to train it?",
      ["What does TikZilla do", "how many GPUs were used to train it?"], "the number of GPUs"),
