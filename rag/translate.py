@@ -7,8 +7,10 @@ asked only of a question without any of the English function words of ENGLISH_WO
 believed only when the question holds more of that language's stopwords than English ones), is
 translated into English with the configured LLM before retrieval, the answer is generated
 and checked in English against the English abstracts, and its checked sentences are
-translated back (citations stay on their sentences). Translations are cached on disk by
-question, model and prompt, so a repeated question costs nothing.
+translated back (citations stay on their sentences); a translated sentence that does not give the
+numbers of its English one, each with the bound symbol it has there ('<7%'), is shown in English
+(`keeps_values`). Translations are cached on disk by question, model and prompt, so a repeated
+question costs nothing.
 """
 
 import functools
@@ -16,6 +18,7 @@ import re
 
 from rag.disk_cache import DiskCache, content_key
 from rag.errors import RagError
+from rag.grounding import numbers
 from rag.prompt_safety import defuse
 from rag.prompts import load_prompt, parse_json_reply, prompt_hashes
 
@@ -40,6 +43,8 @@ MIN_LANGUAGE_ODDS = 0.9      # langdetect's probability of the language it names
 QUESTION_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["english"],
                    "properties": {"english": {"type": "string"}}}
 MAX_TOKENS = 256
+_BOUND_SYMBOL = re.compile(r"([<>≤≥±])\s*(\d[\d.,]*)")   # '<7%'; '≈' and '~' are words in other languages ('约')
+_ENUMERATOR = re.compile(r"\(\d\)")   # '(1) length and (2) token efficiency': a list's numbers, not values
 
 
 def question_language(text: str) -> str | None:
@@ -144,7 +149,7 @@ class Translator:
         key = content_key(self._identity + ["answer", language] + sentences)
         cached = self.cache.get(key)
         if cached is not None:
-            return cached
+            return _checked(sentences, cached)
         schema = {"type": "object", "additionalProperties": False, "required": ["sentences"],
                   "properties": {"sentences": {"type": "array", "items": {"type": "string"},
                                                "minItems": len(sentences), "maxItems": len(sentences)}}}
@@ -155,12 +160,26 @@ class Translator:
         if len(translated) != len(sentences) or not all(translated):
             return sentences
         self.cache.put(key, translated)
-        return translated
+        return _checked(sentences, translated)
 
     def _ask(self, prompt: str, schema: dict, max_tokens: int = MAX_TOKENS) -> dict:
         """The reply's JSON object; {} when it holds none (the caller then keeps the text as it was)."""
         reply = "".join(self.model.stream([{"role": "user", "content": prompt}], schema, max_tokens))
         return parse_json_reply(reply) or {}
+
+
+def keeps_values(english: str, translated: str) -> bool:
+    """Does the translation give the numbers in digits that the English sentence gives (not a list's '(1)',
+    '(2)'), each with the bound symbol it has there? '<7%' must not become 'from 7%', nor '17B' '170亿'."""
+    if numbers(_ENUMERATOR.sub(" ", english)) != numbers(_ENUMERATOR.sub(" ", translated)):
+        return False
+    return all(re.search(rf"{re.escape(symbol)}\s*{re.escape(digits)}", translated)
+               for symbol, digits in _BOUND_SYMBOL.findall(english))
+
+
+def _checked(sentences: list[str], translated: list[str]) -> list[str]:
+    """Each translated sentence, or its English one where the translation changes a value (keeps_values)."""
+    return [t if keeps_values(s, t) else s for s, t in zip(sentences, translated)]
 
 
 def translator_for(settings, open_model=None) -> Translator | None:

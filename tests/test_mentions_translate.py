@@ -166,6 +166,30 @@ def test_translation_is_cached_and_falls_back(tmp_path):
     assert translator.from_english(["Five.", "Six."], "Chinese") == ["Five.", "Six."]
 
 
+@pytest.mark.parametrize("english, translated, kept", [
+    ("It lifts accuracy from <7% to ≈ 90%.", "它将准确率从<7%提高到约90%。", True),   # '约' says '≈'
+    ("It lifts accuracy from <7% to ≈ 90%.", "它将准确率从7%提高到约90%。", False),   # the bound is lost
+    ("CogCoM has 17B parameters.", "CogCoM有170亿个参数。", False),   # the same value, written another way
+    ("EmbodiedBench has 1,128 tasks.", "EmbodiedBench有1128个任务。", True),
+    ("It filters by (1) length and (2) token efficiency.", "它按长度和令牌效率过滤。", True),   # a list's numbers
+    ("It took 40 hours.", "花了4小时。", False)])
+def test_a_translation_keeps_the_values_of_its_sentence(english, translated, kept):
+    from rag.translate import keeps_values
+
+    assert keeps_values(english, translated) is kept
+
+
+def test_a_translated_sentence_that_changes_a_value_is_shown_in_english(tmp_path):
+    from rag.settings import Settings
+
+    settings = Settings(home=tmp_path, derived_cache_dir=tmp_path / "cache")
+    english = ["It lifts accuracy from <7% to ≈ 90%.", "It is a masked diffusion model."]
+    model = ScriptedModel({"sentences": ["它将准确率从7%提高到约90%。", "它是一个掩码扩散模型。"]})
+    assert Translator(settings, model).from_english(english, "Chinese") == [english[0], "它是一个掩码扩散模型。"]
+    assert Translator(settings, ScriptedModel()).from_english(english, "Chinese") == \
+        [english[0], "它是一个掩码扩散模型。"], "a cached translation is checked too"
+
+
 def test_search_translates_and_names_authors(real_settings, tmp_path):
     from rag.retrieve import Retriever
 
