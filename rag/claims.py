@@ -91,7 +91,7 @@ _NUMBER_QUESTION = re.compile(
     r"\bhow (?:many|much)\b|\bhow (?:long|often|large|small|big|fast|far|high|low)\s+"
     r"(?:is|are|was|were|do|does|did|can|could|should|would|will|has|have|had|an?)\b"   # 'how large a batch'
     rf"|\b(?:what|which)(?:['’](?:s|re))?\s+(?:{_NOT_PAPERS}[\w-]+\s+){{0,2}}?{_QUANTITY}"   # "what's the accuracy" too
-    rf"|\bwhat(?:['’]s|\s+(?:is|was|are|were))\s+(?:the|its|their)\s+(?:[\w-]+\s+){{0,2}}?{_QUANTITY}"
+    rf"|\bwhat(?:['’]?s|\s+(?:is|was|are|were))\s+(?:the|its|their)\s+(?:[\w-]+\s+){{0,2}}?{_QUANTITY}"
     r"|多少|几", re.IGNORECASE)   # 'what is the highest win rate', 'what was its average score'
 _TOPIC_OF_A_PAPER = re.compile(   # ... before 'how many': a paper on it, or what a paper shows about it
     r"\b(?:papers?|works?|stud(?:y|ies)|research|anything|something|"

@@ -1046,6 +1046,7 @@ def test_an_invented_number_for_a_question_that_asks_for_none_gives_way_to_the_q
     ("What optimality gap does the solver reach?", True), ("How large a batch was used?", True), ("What tree depth was used?", True),
     ("What improvement does it report?", True), ("What loss function do they use?", False),
     ("what's the accuracy of GeoRanker on YFCC4K", True), ("what's new in speech generation", False),
+    ("whats the accuracy of GeoRanker", True),   # typed without the apostrophe
     ("What is the highest win rate on rare preferences?", True), ("what was its average score", True),
     ("What's the reported maximum reduction in time-to-first-token?", True),
     ("Which paper reports win-rate gains on Arena-Hard?", False), ("What is the paper that studies the learning rate?", False),
