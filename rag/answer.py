@@ -821,11 +821,10 @@ class CitationChecker:
         """The first cited source's best quote (claims.quote_order; not a sentence that points to code
         unless asked), when the paper is on the question; for a question that asks only where the code is,
         its sentence that says where, or else (asked about one paper) that the abstract does not state it;
-        for a question that asks for a number, its best
-        sentence that states every value of the unsupported `claim` it stands in for ("tested with 5
-        families of 10 models" of "… evaluated with 5 families of 10 models …"), or else its best sentence
-        that states one and is as close as MIN_SOURCE_RELEVANCE; without either, that the abstract does
-        not state it."""
+        for a question that asks for a number, its best sentence that states every value of the unsupported
+        `claim` it stands in for ("tested with 5 families of 10 models" of "… evaluated with 5 families of
+        10 models …"), or else its best sentence that states one and is as close as MIN_SOURCE_RELEVANCE;
+        without either, that the abstract does not state it."""
         if not cited or self.ranked_sentences is None or not self._on_topic(cited[:1]):
             return None
         if self._asked_methods and not self._asked_methods & self._names[cited[0]]:

@@ -241,8 +241,10 @@ def asked_metric(question: str) -> re.Pattern | None:
     Hits@10 …' -> Hits@10, not Hits@1. None when a value it asks for is not a named metric: a rate, a score,
     an accuracy ('improving Qwen2.5-Math-7B from 58.8% to 90.0%' is one), 'how many'. A number of another
     metric does not answer it."""
+    if not asks_for_number(question):
+        return None
     names = set()
-    for found in _NUMBER_QUESTION.finditer(question) if asks_for_number(question) else ():
+    for found in _NUMBER_QUESTION.finditer(question):
         metric = re.search(rf"{_METRIC}s?\b\Z", found[0], re.IGNORECASE)
         if metric is None or not found[0].lower().startswith(("what", "which")):
             return None
