@@ -63,6 +63,7 @@ from collections import Counter
 
 from rag.corpus import fold, name_tokens
 from rag.grounding import number_ends, value_matches
+from rag.mentions import MentionIndex
 
 MIN_SOURCE_RELEVANCE = 0.35  # cosine of question and the cited abstract's sentence closest to it (also quoted)
 MIN_PAPER_RELEVANCE = 0.30   # or the paper model's score of the whole abstract (Hit.paper_score), if that model is on
@@ -328,6 +329,12 @@ def asks_for_several(question: str) -> bool:
     """Does the question ask about several papers ('which papers', 'what approaches', 哪些)? Not when it asks
     which one of them ('which of these papers proposes GFPO?')."""
     return bool(_SEVERAL.search(question)) and not _ONE_OF_THEM.search(question)
+
+
+def about_several(question: str, mentions: MentionIndex | None) -> bool:
+    """Does the question ask about several papers: in its words (asks_for_several), or by naming an
+    author of two or more papers ('what has Manling Li been working on?', 'show me everything from Sharon Li')?"""
+    return asks_for_several(question) or (mentions is not None and len(mentions.find(question).authors) >= 2)
 
 
 def score_margin(question: str) -> float:

@@ -351,7 +351,8 @@ def print_answer(answerer, question: str, k, filters):
     A claim is shown only once checked, because the check may replace it (by the source's
     own sentence, quoted) or hold it back (true of a paper, but not an answer). The claims of a
     question about several papers are a list under a lead line, one line each."""
-    from rag.answer import CANNOT_ANSWER, STREAMED_LIST_LEAD, about_several
+    from rag.answer_record import CANNOT_ANSWER, STREAMED_LIST_LEAD
+    from rag.claims import about_several
 
     bullet = "- " if about_several(question, answerer.retriever.mention_index) else ""
     led = []

@@ -11,7 +11,8 @@ then find the abstract sentences behind each citation (evidence.py). It formats 
 import re
 from dataclasses import dataclass, field
 
-from rag.answer import Answer, Answerer
+from rag.answer import Answerer
+from rag.answer_record import Answer
 from rag.evidence import HighlightedAbstract, highlight_evidence
 from rag.prompt_safety import defuse
 from rag.prompts import load_prompt, parse_json_reply

@@ -8,7 +8,7 @@ evidence. Deterministic, no LLM; this module renders nothing.
 
 from dataclasses import dataclass
 
-from rag.answer import Answer
+from rag.answer_record import Answer
 from rag.corpus import split_sentences  # noqa: F401  (ui/render.py takes it from here)
 from rag.grounding import GroundingChecker, cosine
 

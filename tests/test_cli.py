@@ -164,7 +164,7 @@ def test_ask_lists_the_claims_of_a_question_about_several_papers(real_index_home
 
 def test_ask_json_and_abstention(real_index_home, monkeypatch, capsys, fake_llm):
     from fakes import reply
-    from rag.answer import CANNOT_ANSWER
+    from rag.answer_record import CANNOT_ANSWER
 
     monkeypatch.setenv("RAG_HOME", str(real_index_home))
     fake_llm.enqueue(reply((CANNOT_ANSWER, []), answerable=False))

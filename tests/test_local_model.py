@@ -10,7 +10,8 @@ import pytest
 from conftest import SMALL_PAPERS, write_corpus
 import rag.model_files
 from rag import llm
-from rag.answer import CANNOT_ANSWER, Answerer
+from rag.answer import Answerer
+from rag.answer_record import CANNOT_ANSWER
 from rag.claims import MIN_SURE_ODDS
 from rag.engine import new_llama, repacks_weights
 from rag.errors import ModelError
@@ -43,7 +44,7 @@ def test_example_question_cites_the_gfpo_paper(real_settings, local_model):
 
 @pytest.mark.real_model
 def test_off_corpus_question_abstains_even_without_the_retrieval_gates(real_settings, local_model, monkeypatch):
-    monkeypatch.setattr("rag.answer.CitationChecker.any_source_on_topic", lambda checker: True)   # ask the model
+    monkeypatch.setattr("rag.citation_check.CitationChecker.any_source_on_topic", lambda checker: True)   # ask the model
     answer = ask(real_settings, local_model, "What is the boiling point of ethanol at sea level?",
                  min_dense_score=0.0)
     assert answer.abstained and answer.answer == CANNOT_ANSWER and answer.citations == []
@@ -127,7 +128,7 @@ def test_a_missing_part_names_the_package_to_install(tmp_path, monkeypatch):
 def test_grammar_checked_on_likeliest_tokens_first_gives_the_same_reply(local_model, monkeypatch, candidates):
     from llama_cpp import Llama
 
-    from rag.answer import answer_schema
+    from rag.reply import answer_schema
 
     messages = [{"role": "system", "content": "Answer with JSON sentences that cite their sources."},
                 {"role": "user", "content": "Sources: [1] GFPO filters sampled responses by length and token "
@@ -187,7 +188,7 @@ def test_a_system_turn_read_in_one_process_is_loaded_in_the_next_with_the_same_r
 @pytest.mark.real_model
 def test_reading_the_models_odds_leaves_its_reply_unchanged_and_tells_on_topic_from_off_topic(local_model):
     """The odds are read from the prompt the completion then reuses: the reply is the same as without."""
-    from rag.answer import NO, YES
+    from rag.reply import NO, YES
 
     local_model._llama.reset()
     expected = "".join(local_model.stream(PREFIX_MESSAGES, None, 30))
@@ -203,7 +204,7 @@ def test_reading_the_models_odds_leaves_its_reply_unchanged_and_tells_on_topic_f
 
 @pytest.mark.real_model
 def test_a_prompt_the_context_cannot_hold_is_a_clear_error(local_model):
-    from rag.answer import NO, YES
+    from rag.reply import NO, YES
     from rag.errors import UsageError
 
     too_long = [PREFIX_MESSAGES[0], {"role": "user", "content": "grokking " * local_model._llama.n_ctx()}]

@@ -14,7 +14,8 @@ import pytest
 
 from conftest import DATA, SMALL_PAPERS, write_corpus
 from fakes import ScriptedModel, items
-from rag.answer import Answerer, Source, format_sources
+from rag.answer import Answerer, format_sources
+from rag.answer_record import Source
 from rag.corpus import parse_file
 from rag.library import load_corpus
 from rag.prompt_safety import (defuse, find_tags, fold, instruction_warnings, is_instruction, remove_instructions,

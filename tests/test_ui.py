@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from fakes import ScriptedModel, opener, reply
-from rag.answer import Sentence
+from rag.answer_record import Sentence
 from rag.conversation import Turn, condense_question, format_history, parse_condensed
 from rag.errors import UsageError
 from servers import free_port, slow_chat_server
@@ -658,7 +658,7 @@ def test_closing_the_backend_stops_the_answer_in_progress_at_its_next_token(real
 
 
 def test_abstention_is_said_plainly_with_its_reason():
-    from rag.answer import CANNOT_ANSWER, Answer
+    from rag.answer_record import CANNOT_ANSWER, Answer
     from rag.conversation import ChatReply
     from rag.ui.render import render_reply
 
@@ -671,7 +671,7 @@ def test_abstention_is_said_plainly_with_its_reason():
 
 
 def test_an_answer_about_several_papers_lists_each_paper_once():
-    from rag.answer import Answer
+    from rag.answer_record import Answer
     from rag.conversation import ChatReply
     from rag.ui.render import render_reply
 

@@ -23,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-import rag.answer
+import rag.citation_check
 import rag.claims
 from rag.answer import Answerer
 from rag.eval.answers import score_answer, summarise
@@ -33,7 +33,7 @@ from rag.eval.replay import reply_of
 from rag.retrieve import Filters, Retriever
 from rag.settings import Settings
 
-SETTING_KNOBS = ("min_dense_score",)   # the rest are constants of rag.answer (imported from rag.claims)
+SETTING_KNOBS = ("min_dense_score",)   # the rest are constants of rag.citation_check (imported from rag.claims)
 METRICS = ("accuracy", "answered", "unanswerable_abstained", "gold_precision", "gold_recall", "expected_found")
 
 
@@ -82,9 +82,9 @@ def grid(spec: str, settings: Settings) -> list[dict]:
     for part in filter(None, spec.split(";")):
         name, _, listed = part.partition("=")
         name = name.strip()
-        if name not in SETTING_KNOBS and not hasattr(rag.answer, name) and not hasattr(rag.claims, name):
+        if name not in SETTING_KNOBS and not hasattr(rag.citation_check, name) and not hasattr(rag.claims, name):
             raise SystemExit(f"unknown knob {name}: a setting ({', '.join(SETTING_KNOBS)}) or a constant of "
-                             "rag.answer or rag.claims")
+                             "rag.citation_check or rag.claims")
         values[name] = [float(v) for v in listed.split(",")]
     if not values:
         values = {"min_dense_score": [settings.min_dense_score]}
@@ -111,7 +111,7 @@ def main(run: Path) -> None:
         for knobs in grid(os.environ.get("GRID", ""), settings):
             answerer.settings = settings.with_overrides(**{k: v for k, v in knobs.items() if k in SETTING_KNOBS})
             for name, value in knobs.items():
-                for module in (rag.answer, rag.claims):   # the margins are read in rag.claims
+                for module in (rag.citation_check, rag.claims):   # the margins are read in rag.claims
                     if name not in SETTING_KNOBS and hasattr(module, name):
                         setattr(module, name, value)
             replayed = replay(rows, answerer, model, judges)

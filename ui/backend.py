@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from rag import llm
-from rag.answer import Sentence
+from rag.answer_record import Sentence
 from rag.conversation import ChatAnswerer, Turn
 from rag.errors import RagError
 from rag.retrieve import Filters, Retriever

@@ -11,7 +11,7 @@ the library produced.
 
 from html import escape
 
-from rag.answer import CANNOT_ANSWER, Sentence
+from rag.answer_record import CANNOT_ANSWER, Sentence
 from rag.conversation import ChatReply
 from rag.evidence import HighlightedAbstract, split_sentences
 from rag.prompt_safety import screen

@@ -26,13 +26,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from rag.answer import Answerer, split_plain_reply
+from rag.answer import Answerer
 from rag.embedding import load_embed_model, load_search_model
 from rag.errors import RagError
 from rag.eval.answers import contains_all, is_correct, percentile, share
 from rag.ingest import describe_index, ingest
 from rag.library import load_corpus
 from rag.paper_model import paper_model_enabled
+from rag.reply import split_plain_reply
 from rag.retrieve import Retriever
 from rag.settings import EXAMPLE_QUESTION, Settings, available_cores, settings_environment
 from rag.sigterm import sigterm_exits

@@ -11,7 +11,7 @@ A change to what the model reads (prompt, passages, retrieval) needs a new run.
 import json
 from pathlib import Path
 
-from rag.answer import CANNOT_ANSWER
+from rag.answer_record import CANNOT_ANSWER
 from rag.disk_cache import read_json_lines
 from rag.errors import EvalError
 from rag.prompt_safety import defuse
