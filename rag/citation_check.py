@@ -73,6 +73,8 @@ class CitationChecker:
             self._rare_words_held = self._names_held | keywords.holding_rare_words(question, RARE_WORD_SHARE)
             self._rare_words, self._stems = keywords.rare_words(question, RARE_WORD_SHARE), keywords.stems
         self._several = about_several(question, mentions)
+        self._topic_words = {word for word in self._rare_words if self._several
+                             and any(word in self._stems(s.hit.paper.text) for s in sources)}   # 'grokk'
         self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not self._several
         self.odds: float | None = None   # the model's log-odds that its sources answer; None: taken as sure
         self._answer_paper: int | None = None   # with _one_paper: the (old) number of the paper answered about
@@ -244,35 +246,40 @@ class CitationChecker:
         return Sentence(not_stated_claim(self.sources[cited[0]].hit.paper.label, what), cited[:1], True,
                         kind="not_stated")
 
-    def _on_topic(self, cited: list[int]) -> bool:
+    def _on_topic(self, cited: list[int], listed: bool = True) -> bool:
         """Does the question name one of these papers' authors, or is one of them close enough to the
         question (`_relevant`) and either in a category the question names or ranked not far below the
-        best paper found? A category alone does not make a paper answer "which X papers study Y"."""
+        best paper found? A category alone does not make a paper answer "which X papers study Y".
+        `listed`: for a claim or quote to be shown (`_holds_topic_word` applies); else for the gate before the
+        model writes, which follows the most lenient rules."""
         if self.ranked_sentences is None or any(self._names_author_of(n) for n in cited):
             return True
-        return any(self._relevant(hit) and hit.paper.paper_id in self._near_best
+        return any(self._relevant(hit, listed) and hit.paper.paper_id in self._near_best
                    for hit in (self.sources[n].hit for n in cited))
 
     def any_source_on_topic(self) -> bool:
         """Could any claim be shown as an answer? Each needs a source on the question (`_on_topic`),
-        so when none is, the model need not be asked: its answer would abstain."""
-        return bool(self.sources) and self._on_topic(list(self.sources))
+        so when none is, the model need not be asked: its answer would abstain. A paper lacking the topic words
+        (`_holds_topic_word`) may still be on the question once the model is sure (MIN_FIRST_PAPER_ODDS), so
+        they do not close this gate."""
+        return bool(self.sources) and self._on_topic(list(self.sources), listed=False)
 
     def _names_author_of(self, n: int) -> bool:
         """Does the question name an author of source n (not only its category)?"""
         hit = self.sources[n].hit
         return hit.named and (self._author_named is None or hit.paper.paper_id in self._author_named)
 
-    def _relevant(self, hit: Hit) -> bool:
+    def _relevant(self, hit: Hit, listed: bool = True) -> bool:
         """Is the paper about the question: the paper model puts the whole abstract close to it (a question
         in everyday words is far from every single sentence), or one of its sentences is close to it, which
         is enough only as close as the model's doubt asks (`sentence_floor`)?"""
-        return self._relevant_by(hit) is not None
+        return self._relevant_by(hit, listed) is not None
 
-    def _relevant_by(self, hit: Hit) -> str | None:
+    def _relevant_by(self, hit: Hit, listed: bool = True) -> str | None:
         """What puts the paper on the question (`_relevant`): 'paper', 'sentence', 'rare_words', 'first' (the
         best paper found, when the model is sure that its sources answer: claims.MIN_FIRST_PAPER_ODDS) or None
-        (always, for a question about several papers that the model much doubts they answer: MIN_SEVERAL_ODDS)."""
+        (always, for a question about several papers that the model much doubts they answer: MIN_SEVERAL_ODDS).
+        A close sentence puts a paper on the question only if it also holds a topic word, when `listed`."""
         if self._several and self.odds is not None and self.odds < MIN_SEVERAL_ODDS:
             return None
         if hit.paper_score is not None and hit.paper_score >= MIN_PAPER_RELEVANCE:
@@ -280,13 +287,21 @@ class CitationChecker:
         floor = self.sentence_floor() if hit.paper_score is not None else MIN_SOURCE_RELEVANCE
         if floor is None:
             return None
-        if max(similarity for _, similarity in self.ranked_sentences(hit.paper)) >= floor:
+        if max(similarity for _, similarity in self.ranked_sentences(hit.paper)) >= floor \
+                and (not listed or self._holds_topic_word(hit)):
             return "sentence"
         if hit.paper.paper_id in self._rare_words_held:
             return "rare_words"   # as good as a close sentence: 'grokking' is a word few papers use, 'SeRL' a name
         if hit.rank == 1 and self.odds is not None and self.odds >= MIN_FIRST_PAPER_ODDS:
             return "first"   # the model is sure that its sources answer, and this paper is the likeliest to
         return None
+
+    def _holds_topic_word(self, hit: Hit) -> bool:
+        """For a question about several papers, when papers given hold some of its rare words ('Which papers
+        study grokking?'), does this paper hold one? One close sentence does not put a paper on such a question
+        without: not GFPO's sentence on accuracy and length, nor a paper on agents for "Which Deep Learning ·
+        Large Language Models papers deal with multilingual or cross-lingual settings?"."""
+        return not self._topic_words or bool(self._stems(hit.paper.text) & self._topic_words)
 
     def _off_its_rare_words(self, text: str, n: int) -> bool:
         """Is source n on the question only by the question's rare words, and the claim about it holds none of

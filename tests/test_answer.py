@@ -680,6 +680,30 @@ def test_a_paper_that_holds_the_questions_rare_words_is_on_the_question(run, mon
     assert labels(answer) == (["Lovelace and Babbage"] if on_question else [])
 
 
+@pytest.mark.parametrize("share, listed", [(None, ["Lovelace and Babbage", "Hopper"]), (0.5, ["Lovelace and Babbage"])])
+def test_a_close_sentence_lists_no_paper_without_the_rare_words_that_papers_given_hold(run, monkeypatch, share, listed):
+    """'Which papers study grokking?': a paper that never says 'grokking' is not listed for one close sentence
+    when a paper given says it; without rare words (share None) one close sentence is enough."""
+    monkeypatch.setattr("rag.citation_check.MIN_SOURCE_RELEVANCE", 0.0)   # every paper has a close sentence
+    monkeypatch.setattr("rag.citation_check.MIN_PAPER_RELEVANCE", 1.01)
+    monkeypatch.setattr("rag.citation_check.RARE_WORD_SHARE", share)      # 0.5 of 3 papers: a word only one paper uses
+    monkeypatch.setattr("rag.claims.SCORE_MARGIN", 1.0)   # every paper is near the best
+    answer = run(lambda n: items((GROKKING, n["Lovelace and Babbage"]), (COMPILER, n["Hopper"])),
+                 question="Which papers study grokking?")
+    assert labels(answer) == listed and ("compiler" in answer.answer) is ("Hopper" in listed)
+
+
+def test_topic_words_do_not_close_the_gate_before_the_model(run, monkeypatch):
+    """Whether the model is asked follows the most lenient rules: a paper without the topic words may still be
+    on the question once the model is sure (the paper found first), so only the claims are held back here."""
+    monkeypatch.setattr("rag.citation_check.MIN_SOURCE_RELEVANCE", 0.0)
+    monkeypatch.setattr("rag.citation_check.MIN_PAPER_RELEVANCE", 1.01)
+    monkeypatch.setattr("rag.citation_check.CitationChecker._holds_topic_word", lambda checker, hit: False)
+    answer = run(lambda n: items((GROKKING, n["Lovelace and Babbage"])), question="Which papers study grokking?")
+    assert answer._model.history, "the model was asked"
+    assert answer.abstained and answer.abstain_reason == "off_question"
+
+
 @pytest.mark.parametrize("claim, kind", [("Weight decay controls the delay.", "quote"), (GROKKING, "claim")])
 def test_a_paper_on_the_question_by_its_rare_words_is_told_by_a_sentence_that_holds_them(run, monkeypatch, claim, kind):
     """A claim on another part of the abstract answers nothing: the paper's sentence on grokking is quoted."""
