@@ -73,8 +73,8 @@ class CitationChecker:
             self._rare_words_held = self._names_held | keywords.holding_rare_words(question, RARE_WORD_SHARE)
             self._rare_words, self._stems = keywords.rare_words(question, RARE_WORD_SHARE), keywords.stems
         self._several = about_several(question, mentions)
-        self._topic_words = {word for word in self._rare_words if self._several
-                             and any(word in self._stems(s.hit.paper.text) for s in sources)}   # 'grokk'
+        held = set().union(*(self._stems(s.hit.paper.text) for s in sources)) if self._several else set()
+        self._topic_words = self._rare_words & held   # 'grokk': the question's rare words that a paper given holds
         self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not self._several
         self.odds: float | None = None   # the model's log-odds that its sources answer; None: taken as sure
         self._answer_paper: int | None = None   # with _one_paper: the (old) number of the paper answered about
