@@ -73,8 +73,9 @@ class CitationChecker:
             self._rare_words_held = self._names_held | keywords.holding_rare_words(question, RARE_WORD_SHARE)
             self._rare_words, self._stems = keywords.rare_words(question, RARE_WORD_SHARE), keywords.stems
         self._several = about_several(question, mentions)
-        held = set().union(*(self._stems(s.hit.paper.text) for s in sources)) if self._several else set()
-        self._topic_words = self._rare_words & held   # 'grokk': the question's rare words that a paper given holds
+        self._topic_words_of = {s.hit.paper.paper_id: self._rare_words & self._stems(s.hit.paper.text)
+                                for s in sources} if self._several and self._rare_words else {}
+        self._topic_words = set().union(*self._topic_words_of.values())   # 'grokk': rare words a paper given holds
         self._one_paper = ONE_PAPER_FOR_ONE_QUESTION and not self._several
         self.odds: float | None = None   # the model's log-odds that its sources answer; None: taken as sure
         self._answer_paper: int | None = None   # with _one_paper: the (old) number of the paper answered about
@@ -301,7 +302,7 @@ class CitationChecker:
         study grokking?'), does this paper hold one? One close sentence does not put a paper on such a question
         without: not GFPO's sentence on accuracy and length, nor a paper on agents for "Which Deep Learning ·
         Large Language Models papers deal with multilingual or cross-lingual settings?"."""
-        return not self._topic_words or bool(self._stems(hit.paper.text) & self._topic_words)
+        return not self._topic_words or bool(self._topic_words_of[hit.paper.paper_id])
 
     def _off_its_rare_words(self, text: str, n: int) -> bool:
         """Is source n on the question only by the question's rare words, and the claim about it holds none of

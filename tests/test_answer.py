@@ -9,7 +9,6 @@ from conftest import SMALL_PAPERS, write_corpus
 from fakes import DoubtingModel, ScriptedModel, items, reply
 from rag.answer import Answerer, count_tokens, format_sources
 from rag.answer_record import CANNOT_ANSWER
-from rag.reply import ReplyParser, split_inline_citations, split_plain_reply
 from rag.claims import (FIRM_ODDS, MIN_FIRST_PAPER_ODDS, MIN_SEVERAL_ODDS, MIN_SURE_ODDS, asks_for_link,
                         asks_for_name, asks_for_several, counted_terms, counted_words, names_given, points_to_link,
                         quote_order, with_bounds, words_after_numbers)
@@ -17,6 +16,7 @@ from rag.corpus import split_sentences
 from rag.errors import PromptError
 from rag.grounding import numbers, quantities, stated_numbers
 from rag.prompts import load_prompt, parse_json_reply
+from rag.reply import ReplyParser, split_inline_citations, split_plain_reply
 from rag.retrieve import Retriever
 from rag.settings import Settings
 
