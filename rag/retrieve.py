@@ -32,7 +32,7 @@ from rag.keyword_index import KeywordIndex
 from rag.mentions import MentionIndex
 from rag.paper_model import PaperScores, PaperVectors, paper_model_builder, paper_model_enabled
 from rag.settings import Settings
-from rag.spelling import SpellingFixer
+from rag.spelling import SpellingFixer, english_builder
 from rag.store import embedded_path, open_store, paper_id_of_chunk, stored_papers
 from rag.translate import question_language, safe_to_english, translator_for
 
@@ -127,6 +127,7 @@ class Retriever:
         paper_model = Background("load-paper-model", paper_model_builder(settings, notify)) \
             if paper_model_enabled(settings) else None   # first: a missing paper model is the only message
         embed_model = Background("load-embed-model", search_model_builder(settings, settings.embed_model, notify))
+        Background("load-english-words", english_builder())   # the first question's spelling check needs them
         self.store = _open_or_create_store(settings)
         self.collection = self.store.collection(create=False)
         if self.collection is None or self.collection.count() == 0:

@@ -13,7 +13,9 @@ acronyms, and questions in another language (rag.translate.question_language).
 """
 
 import functools
+import importlib
 import re
+import threading
 
 from rag.translate import question_language
 
@@ -23,9 +25,26 @@ _WORD = re.compile(r"(?<![\w'’])[^\W\d_]+(?![\w'’])")   # not "shouldn't", "
 _FIXABLE = re.compile(r"[A-Z]?[a-z]+")   # 'reinforcment', 'Reinforcment'; not 'GRPO', 'McMahan' or 'Daumé'
 
 
-@functools.cache
 def english():
-    """pyspellchecker's English word list (`word in english()`), loaded once, when first needed (~0.2 s)."""
+    """pyspellchecker's English word list (`word in english()`), loaded once (~0.3-0.5 s on 2 cores): when
+    first needed, or ahead of the first question by english_builder's function on a thread of its own; a
+    caller who needs it while that thread loads it waits for that load."""
+    with _LOADING:
+        return _english()
+
+
+_LOADING = threading.Lock()
+
+
+def english_builder():
+    """english in two steps, as embedding.search_model_builder: pyspellchecker is imported now, on the
+    caller's thread; the function returned loads the word list (on a thread of the caller's choosing)."""
+    importlib.import_module("spellchecker")
+    return english
+
+
+@functools.cache
+def _english():
     from spellchecker import SpellChecker
 
     return SpellChecker(language="en", distance=1)

@@ -1,8 +1,13 @@
 """Typing slips in questions, fixed against the papers' words before searching (rag/spelling.py)."""
 
+import threading
+import time
+
 import pytest
 
+import rag.spelling
 from conftest import DATA
+from rag.background import Background
 from rag.corpus import parse_file
 from rag.keyword_index import KeywordIndex
 from rag.retrieve import Retriever
@@ -42,3 +47,29 @@ def test_a_question_with_slips_is_searched_as_fixed(real_settings):
         result = retriever.search("reinforcment learnng to cut resoning length", k=3)
     assert result.query == "reinforcement learning to cut reasoning length"
     assert result.hits[0].paper.label == "Shrivastava et al." and "translate_s" not in result.timings
+
+
+def test_the_english_words_are_loaded_once_when_a_question_needs_them_while_a_thread_loads_them(monkeypatch):
+    """A Retriever starts loading the word list as it opens (english_builder on a thread of its own); a
+    question asked before that load ends waits for it instead of loading the list a second time."""
+    import spellchecker
+
+    built, release = [], threading.Event()
+
+    def slow_word_list(language, distance):
+        built.append(language)
+        assert release.wait(10), "the test never let the load end"
+        return object()
+
+    monkeypatch.setattr(spellchecker, "SpellChecker", slow_word_list)
+    rag.spelling._english.cache_clear()
+    try:
+        loading = Background("load-english-words", rag.spelling.english_builder())
+        while not built:   # the thread is inside the load
+            time.sleep(0.01)
+        asked = Background("question", rag.spelling.english)
+        time.sleep(0.1)
+        release.set()
+        assert asked.result() is loading.result() and built == ["en"]
+    finally:
+        rag.spelling._english.cache_clear()
