@@ -50,8 +50,8 @@ def test_a_question_with_slips_is_searched_as_fixed(real_settings):
 
 
 def test_the_english_words_are_loaded_once_when_a_question_needs_them_while_a_thread_loads_them(monkeypatch):
-    """A Retriever starts loading the word list as it opens (english_builder on a thread of its own); a
-    question asked before that load ends waits for it instead of loading the list a second time."""
+    """The word list loading on a thread of its own (english_builder's function, as a Retriever starts it
+    while it opens): a question asked before that load ends waits for it instead of loading the list again."""
     import spellchecker
 
     built, release = [], threading.Event()
@@ -65,7 +65,9 @@ def test_the_english_words_are_loaded_once_when_a_question_needs_them_while_a_th
     rag.spelling._english.cache_clear()
     try:
         loading = Background("load-english-words", rag.spelling.english_builder())
+        deadline = time.monotonic() + 10
         while not built:   # the thread is inside the load
+            assert time.monotonic() < deadline, "the load never started"
             time.sleep(0.01)
         asked = Background("question", rag.spelling.english)
         time.sleep(0.1)
