@@ -88,7 +88,7 @@ class MentionIndex:
         return Mentions(authors, categories)
 
     def _only_a_name(self, word: str) -> bool:
-        """Is this name word no English word (the list loads on the first question that writes a name), and
+        """Is this name word no English word (spelling.english: a Retriever loads the list as it opens), and
         used by no more papers than hold it in their authors' names?"""
         if self._papers_using is None or self._papers_using(word) > self._papers_named[word]:
             return False
