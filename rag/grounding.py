@@ -118,6 +118,10 @@ class GroundingChecker:
         """Stemmed key terms: words of 3+ letters that are not stopwords."""
         return set(self._stem_words([w.lower() for w in WORD.findall(text) if w.lower() not in STOPWORDS]))
 
+    def source_terms(self, source_text: str) -> set[str]:
+        """The key terms a source holds, hyphenated words also in parts ('win-rate' has 'rate')."""
+        return self.terms(source_text) | self.terms(source_text.replace("-", " "))
+
     def embed(self, sentence: str) -> list[float]:
         return self.embed_model.get_text_embedding(sentence)
 
@@ -158,8 +162,7 @@ class GroundingChecker:
         missing = tuple(sorted((numbers(sentence) - stated_numbers(source_text))
                                | self.misplaced_numbers(sentence, source_text)))
         terms = self.terms(sentence)
-        source_terms = self.terms(source_text) | self.terms(source_text.replace("-", " "))   # 'win-rate' has 'rate'
-        overlap = len(terms & source_terms) / len(terms) if terms else 0.0
+        overlap = len(terms & self.source_terms(source_text)) / len(terms) if terms else 0.0
         vector = sentence_embedding if sentence_embedding is not None else self.embed(sentence)
         similarity = max((cosine(vector, chunk) for chunk in chunk_embeddings), default=0.0)
         backed = overlap >= MIN_TERM_OVERLAP or (similarity >= MIN_SIMILARITY and

@@ -1042,6 +1042,15 @@ def test_a_misattributed_name_moves_to_the_paper_that_has_it(run):
     assert answer.sentences[0].kind == "claim" and labels(answer) == ["Lovelace and Babbage"]
 
 
+def test_a_claim_that_mixes_in_another_papers_finding_is_not_its_papers_claim(run):
+    mixed = "The compiler turns English-like statements into machine code and halves the episodes agents need."
+    answer = run(lambda n: items((mixed, n["Hopper"])))   # the clause after 'and' is Colas and Turing's
+    assert "episodes" not in answer.answer and answer.sentences[0].kind == "quote"
+    assert labels(answer) == ["Hopper"]
+    own = "The compiler turns English-like statements into machine code for business workloads."
+    assert run(lambda n: items((own, n["Hopper"]))).sentences[0].kind == "claim"
+
+
 def test_an_author_written_in_full_must_belong_to_the_cited_paper(run):
     wrong = "Grace Hopper found that test accuracy jumps long after training accuracy saturates."
     answer = run(lambda n: items((wrong, n["Lovelace and Babbage"])))
