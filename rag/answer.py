@@ -136,11 +136,13 @@ class Answerer:
                 if event[0] == "text":
                     on_text(event[1])
                 else:
-                    on_sentence(checker.add(*event[1:]))
+                    for sentence in checker.add(*event[1:]):
+                        on_sentence(sentence)
             if parser.refused:
                 break  # the model said the sources do not answer: no need to generate more
         for sentence_text, cited in parser.finish():
-            on_sentence(checker.add(sentence_text, cited))
+            for sentence in checker.add(sentence_text, cited):
+                on_sentence(sentence)
         if not parser.refused and (fallback := checker.add_fallback_quote()):
             on_sentence(fallback)
         if not parser.refused and (unstated := checker.add_unstated_number()):

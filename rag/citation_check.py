@@ -16,7 +16,7 @@ from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_FIRST_PAPER_O
                         MIN_QUOTE_PAPER_SCORE, MIN_SEVERAL_ODDS, MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS,
                         ONE_PAPER_FOR_ONE_QUESTION, RARE_WORD_SHARE, about_several,
                         asked_metric, asked_value, asks_for_authors, asks_for_link, asks_for_name, asks_for_number,
-                        authors_claim, counted_terms, finished_claim, in_third_person,
+                        authors_claim, contrasted_parts, counted_terms, finished_claim, in_third_person,
                         method_names, name_the_paper, named_terms, names_given, near_the_best, not_stated_claim,
                         points_to_link, question_parts, quoted_claim, whole_sentence,
                         with_bounds, words_after_numbers, written_labels, written_names)
@@ -52,6 +52,7 @@ class CitationChecker:
                                for n, s in self.sources.items()}   # whom 'X et al.' citing n may name
         self._asked_methods = method_names(question)
         self._methods = self._asked_methods.union(*methods.values())   # method names that point to a paper
+        self._labels = {s.hit.paper.label for s in sources}
         self._label_terms = {t for s in sources for t in grounding.terms(s.hit.paper.label)}
         self._source_terms = {n: grounding.source_terms(s.text) for n, s in self.sources.items()}
         self._own_terms = grounding.terms(" ".join([question, *(a for s in sources for a in s.hit.paper.authors)])) \
@@ -89,13 +90,15 @@ class CitationChecker:
         self._renumbered: dict[int, int] = {}
         self._seen_texts: set[str] = set()
 
-    def add(self, text: str, cited: list[int]) -> Sentence | None:
-        """Check one sentence; returns it with final citation numbers (None for a repeat or empty one)."""
+    def add(self, text: str, cited: list[int]) -> list[Sentence]:
+        """Check one sentence of the reply; returns what it becomes, with final citation numbers: itself or
+        what replaces it, one sentence per paper for a claim that contrasts papers, none for a repeat or an
+        empty one."""
         self.draft.append({"text": text, "sources": list(cited)})
         text, inline = split_inline_citations(text)
         key = re.sub(r"\W+", " ", text).strip().lower()
         if not key or key in self._seen_texts:
-            return None
+            return []
         self._seen_texts.add(key)
         valid = []
         for n in dict.fromkeys(list(cited) + inline):   # repeats (citation loops) collapse here
@@ -103,10 +106,12 @@ class CitationChecker:
                 valid.append(n)
             else:
                 self.invalid.append(f"[{n}]")
-        sentence = self._check(text, valid[:MAX_CITATIONS_PER_SENTENCE])
-        if sentence is None or any(s.text == sentence.text for s in self.sentences):
-            return None
-        return self._append(sentence)
+        checked = []
+        for part in contrasted_parts(text, self._labels):
+            sentence = self._check(part, valid[:MAX_CITATIONS_PER_SENTENCE])
+            if sentence is not None and not any(s.text == sentence.text for s in self.sentences):
+                checked.append(self._append(sentence))
+        return checked
 
     def _append(self, sentence: Sentence) -> Sentence:
         """Keep a checked sentence, its (old) source numbers renumbered as shown; an off-question

@@ -10,8 +10,8 @@ from fakes import DoubtingModel, ScriptedModel, items, reply
 from rag.answer import Answerer, count_tokens, format_sources
 from rag.answer_record import CANNOT_ANSWER
 from rag.claims import (FIRM_ODDS, MIN_FIRST_PAPER_ODDS, MIN_SEVERAL_ODDS, MIN_SURE_ODDS, asks_for_link,
-                        asks_for_name, asks_for_several, counted_terms, counted_words, names_given, points_to_link,
-                        quote_order, with_bounds, words_after_numbers)
+                        asks_for_name, asks_for_several, contrasted_parts, counted_terms, counted_words, names_given,
+                        points_to_link, quote_order, with_bounds, words_after_numbers)
 from rag.corpus import split_sentences
 from rag.errors import PromptError
 from rag.grounding import numbers, quantities, stated_numbers
@@ -1049,6 +1049,26 @@ def test_a_claim_that_mixes_in_another_papers_finding_is_not_its_papers_claim(ru
     assert labels(answer) == ["Hopper"]
     own = "The compiler turns English-like statements into machine code for business workloads."
     assert run(lambda n: items((own, n["Hopper"]))).sentences[0].kind == "claim"
+
+
+def test_a_claim_that_contrasts_two_papers_is_checked_and_shown_as_one_claim_per_paper(run):
+    both = ("Lovelace and Babbage find that test accuracy jumps long after training accuracy saturates, while "
+            "Hopper presents a compiler that turns English-like statements into machine code.")
+    answer = run(lambda n: items((both, n["Lovelace and Babbage"])))
+    assert [(s.kind, s.supported, s.citations) for s in answer.sentences] == [("claim", True, [1]), ("claim", True, [2])]
+    assert labels(answer) == ["Lovelace and Babbage", "Hopper"] and "while" not in answer.answer
+
+
+@pytest.mark.parametrize("claim, parts", [
+    ("Fel et al. find X, while Miao et al. find Y.", ["Fel et al. find X.", "Miao et al. find Y."]),
+    ("Fel et al. find X; Miao et al. find Y", ["Fel et al. find X.", "Miao et al. find Y."]),
+    ("Fel et al. find X whereas Miao et al. find Y.", ["Fel et al. find X.", "Miao et al. find Y."]),
+    ("Fel et al. cut cost while keeping accuracy.", None),   # one paper
+    ("Fel et al. find X, while Fel et al. also find Y.", None),   # the same paper twice
+    ("Fel et al. and Miao et al. both find X, while others do not.", None),   # a part that names none
+])
+def test_contrasted_parts(claim, parts):
+    assert contrasted_parts(claim, {"Fel et al.", "Miao et al.", "Ying"}) == (parts or [claim])
 
 
 def test_an_author_written_in_full_must_belong_to_the_cited_paper(run):
