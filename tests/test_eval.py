@@ -1,6 +1,7 @@
 """Retrieval evaluation: metrics, the tune/test split, lexical overlap, the CI gate, bad question files."""
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -170,6 +171,14 @@ def test_the_request_set_opens_every_question_with_a_request():
     questions = load_questions(default_question_sets()["lexical"].with_name("requests.jsonl"), set(PAPERS))
     assert len(questions) >= 15 and {q.type for q in questions} == {"paraphrase", "multi"}
     assert all(REQUEST.search(fold(q.question)) and q.gold and q.answerable for q in questions)
+
+
+def test_the_compare_set_asks_how_two_papers_differ():
+    """eval/compare.jsonl: each question asks how two papers differ or compares them; gold: both papers, which exist."""
+    questions = load_questions(default_question_sets()["lexical"].with_name("compare.jsonl"), set(PAPERS))
+    assert len(questions) >= 12 and {q.type for q in questions} == {"multi"}
+    assert all(len(q.gold) == 2 and q.answerable for q in questions)
+    assert all(re.search(r"\b(?:differ|difference|compare|contrast)", q.question, re.IGNORECASE) for q in questions)
 
 
 def test_the_casual_set_asks_as_users_type():
