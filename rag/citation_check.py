@@ -165,7 +165,8 @@ class CitationChecker:
         vector = self.grounding.embed(text)
         names = written_names(text, self.known_names, self.mentions) | (method_names(text) & self._methods)
         labels = written_labels(text)
-        verdicts = {n: self.grounding.check(text, s.text, s.embeddings, vector) for n, s in self.sources.items()}
+        verdicts = {n: self.grounding.check(text, s.text, s.embeddings, vector, self._source_terms[n])
+                    for n, s in self.sources.items()}
         backing = [n for n in cited if verdicts[n].supported]
         named = sorted((n for n, v in verdicts.items() if v.supported and self._names_belong(names, [n], labels)),
                        key=lambda n: -verdicts[n].similarity)   # the sources that back it, names included

@@ -157,12 +157,16 @@ class GroundingChecker:
             contexts.setdefault(value, []).append(self.terms(" ".join(before + after).replace("-", " ")))
         return contexts
 
-    def check(self, sentence: str, source_text: str, chunk_embeddings, sentence_embedding=None) -> Support:
-        """Is `sentence` backed by a source with this text and these chunk embeddings?"""
+    def check(self, sentence: str, source_text: str, chunk_embeddings, sentence_embedding=None,
+              source_terms: set[str] | None = None) -> Support:
+        """Is `sentence` backed by a source with this text and these chunk embeddings? (`source_terms`: the
+        source's `source_terms`, when the caller holds them already.)"""
         missing = tuple(sorted((numbers(sentence) - stated_numbers(source_text))
                                | self.misplaced_numbers(sentence, source_text)))
         terms = self.terms(sentence)
-        overlap = len(terms & self.source_terms(source_text)) / len(terms) if terms else 0.0
+        if source_terms is None:
+            source_terms = self.source_terms(source_text)
+        overlap = len(terms & source_terms) / len(terms) if terms else 0.0
         vector = sentence_embedding if sentence_embedding is not None else self.embed(sentence)
         similarity = max((cosine(vector, chunk) for chunk in chunk_embeddings), default=0.0)
         backed = overlap >= MIN_TERM_OVERLAP or (similarity >= MIN_SIMILARITY and
