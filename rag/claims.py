@@ -157,7 +157,13 @@ _SEVERAL = re.compile(   # the plural must be what is asked about: "which papers
     r"|\bwhat\s+(?:has|have)\s+been\s+(?:done|written|published|proposed|tried)\b"
     r"|\bwho\s+(?:(?:has|have|is|are)\s+)?(?:works?|worked|working|stud(?:y|ies|ied|ying)|looks? at|looked at)\b"
     r"|\b(?:overview|survey|round-?up)\s+of\b|\breading list\b|\bmore than one (?:paper|study|work|article)\b"
-    r"|哪些|哪几|几篇|多篇|这些", re.IGNORECASE)
+    r"|哪些|哪几|几篇|多篇|这些"
+    # or asks how papers differ: "compare X and Y", "the difference between X and Y", "how do X and Y differ",
+    # "how is X different from Y", "what distinguishes X from Y" (not 'X vs Y', often two methods of one paper)
+    r"|^\W*(?:compare|contrast)\b|\bdifferences?\s+between\b|\bdistinguish(?:es)?\b[^?.!]{1,80}?\bfrom\b"
+    r"|\bhow\s+(?:do|did)\b[^?.!]{1,120}?\bdiffer\b|\b(?:differs?|different)\s+from\b"
+    r"|\bhow\s+(?:are|were)\b[^?.!]{1,120}?\bdifferent\b(?=\s*(?:[?.!,:]|$|in\b))",
+    re.IGNORECASE)
 _UNNAMED_SUBJECT = re.compile(r"(?:the|this) (?P<kind>paper|work|study|article)\b|(?:in this (?:paper|work),? )?we\b"
                               r"|the authors\b", re.IGNORECASE)
 _FIRST_PERSON = re.compile(r"\b(?:we|our|ours)\b", re.IGNORECASE)
@@ -341,8 +347,8 @@ def words_after_numbers(text: str, span: int = 3) -> list[str]:
 
 
 def asks_for_several(question: str) -> bool:
-    """Does the question ask about several papers ('which papers', 'what approaches', 哪些)? Not when it asks
-    which one of them ('which of these papers proposes GFPO?')."""
+    """Does the question ask about several papers ('which papers', 'what approaches', 哪些), or how papers
+    differ ('compare X and Y')? Not when it asks which one of them ('which of these papers proposes GFPO?')."""
     return bool(_SEVERAL.search(question)) and not _ONE_OF_THEM.search(question)
 
 

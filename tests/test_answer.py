@@ -1016,6 +1016,15 @@ def test_a_question_naming_an_author_of_several_papers_is_answered_about_each(tm
     ("Is there work that traces hallucination to one cause?", False), ("What did Andrew Saxe work on?", False),
     ("Who proposed GFPO?", False), ("Summarize the grokking paper", False), ("Is there a paper about TikZ?", False),
     ("give me a reading list on model merging", True),
+    # a question that sets papers side by side asks about each of them
+    ("Compare GFPO and rStar-Math.", True), ("Contrast eva and SeRL: how does each get new prompts?", True),
+    ("What is the difference between the two grokking papers?", True), ("How do eva and SeRL differ?", True),
+    ("How is SeRL different from eva?", True), ("How are the two SAE papers different?", True),
+    ("What distinguishes PersonalLLM from CollabLLM?", True),
+    ("How does GFPO compare with GRPO?", False), ("Min-K%++ vs plain Min-K%?", False),
+    ("How do I merge graph neural networks fine-tuned on different tasks?", False),
+    ("How are models trained on different tasks merged?", False),
+    ("Does a chatbot answer people differently depending on their name?", False),
 ])
 def test_asks_for_several(question, several):
     assert asks_for_several(question) is several
