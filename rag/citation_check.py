@@ -4,9 +4,9 @@ Each citation must name a source that was given (others are dropped and listed a
 collapse, and at most MAX_CITATIONS_PER_SENTENCE stay), a claim is checked against the sources it cites
 (grounding.py) and for the names and relevance rules of claims.py, an uncited claim gets a citation
 only when that check finds a supporting source, and citations are renumbered in order of first
-appearance. A claim that restates the question, or misses it, gives way to its source's sentence
-closest to the question, quoted; a number its source does not state becomes "the abstract does not
-state this".
+appearance. A claim that restates the question, or misses it, or mixes in another given paper (its terms,
+or the question's description of it), gives way to its source's sentence closest to the question,
+quoted; a number its source does not state becomes "the abstract does not state this".
 """
 
 import re
@@ -16,12 +16,13 @@ from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_FIRST_PAPER_O
                         MIN_QUOTE_PAPER_SCORE, MIN_SEVERAL_ODDS, MIN_SOURCE_RELEVANCE, MIN_SURE_ODDS,
                         ONE_PAPER_FOR_ONE_QUESTION, RARE_WORD_SHARE, about_several,
                         asked_metric, asked_value, asks_for_authors, asks_for_link, asks_for_name, asks_for_number,
-                        authors_claim, contrasted_parts, counted_terms, finished_claim, in_third_person,
+                        authors_claim, contrasted_parts, counted_terms, described_paper, finished_claim,
+                        in_third_person,
                         method_names, name_the_paper, named_terms, names_given, near_the_best, not_stated_claim,
                         points_to_link, question_parts, quoted_claim, whole_sentence,
                         with_bounds, words_after_numbers, written_labels, written_names)
 from rag.corpus import name_tokens, paper_names
-from rag.grounding import GroundingChecker, numbers, quantities, stated_numbers
+from rag.grounding import GroundingChecker, cosine, numbers, quantities, stated_numbers
 from rag.mentions import MentionIndex
 from rag.reply import split_inline_citations
 from rag.retrieve import Hit
@@ -178,7 +179,8 @@ class CitationChecker:
             else:   # the right paper under a wrong name: its own sentence, under its own label
                 return self._quote(backing) or Sentence(text, cited, False)
         backing = backing or named[:1]   # an uncited or mis-cited claim moves to the source that backs it
-        if len(backing) == 1 and self._borrows_from_another(text, backing[0]):
+        if len(backing) == 1 and (self._borrows_from_another(text, backing[0]) or
+                                  self._described_as_another(text, backing[0])):
             return self._quote(backing) or Sentence(text, backing, False)   # its paper's own sentence, if on the question
         if backing and not self._on_topic(backing):
             return Sentence(text, backing, False, kind="off_question")
@@ -201,6 +203,17 @@ class CitationChecker:
         if owners and not self._on_topic(owners):   # unsupported, and about a paper that does not answer
             return Sentence(text, owners, False, kind="off_question")
         return self._quote(owners, claim=text) or Sentence(text, cited, False)
+
+    def _described_as_another(self, text: str, n: int) -> bool:
+        """Does a claim backed by source n open with the question's description of a paper (claims.described_paper)
+        that another given source fits better, closer in meaning to its passages ("The LLM-as-a-judge paper proposes
+        a framework for agent evaluation …": AutoLibra's finding, under the other paper's description)?"""
+        description = described_paper(text, self.question)
+        if description is None or len(self.sources) < 2 or not self.grounding.terms(description):
+            return False
+        vector = self.grounding.embed(description)
+        fit = {m: max((cosine(vector, e) for e in s.embeddings), default=0.0) for m, s in self.sources.items()}
+        return max(fit, key=fit.get) != n
 
     def _borrows_from_another(self, text: str, n: int) -> bool:
         """Does a claim backed by source n mix in another given paper: MIN_BORROWED_TERMS or more of its key terms

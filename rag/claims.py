@@ -455,6 +455,32 @@ def name_the_paper(claim: str, label: str, first: bool = False) -> str:
     return labelled(label, claim) if first else claim
 
 
+_LEAD_WORD = re.compile(r"[\w%+-]+")
+_DESCRIPTION_NOUNS = frozenset(   # what a question calls a paper it describes: 'the chatbot fairness paper'
+    "paper papers work study article critique survey position one method approach framework benchmark dataset "
+    "algorithm recipe technique model".split())
+
+
+def described_paper(claim: str, question: str) -> str | None:
+    """The question's description of a paper that a claim opens with: the claim's first words, copied from
+    the question, starting with 'the' or 'this' and holding a word for a paper ('The position paper on causal
+    representation learning argues …' of 'How do the critique of causal abstraction and the position paper on
+    causal representation learning differ?'); else None."""
+    claim_words = [w.lower() for w in _LEAD_WORD.findall(claim)]
+    question_words = [w.lower() for w in _LEAD_WORD.findall(question)]
+    if not claim_words or claim_words[0] not in ("the", "this"):
+        return None
+    longest = 0
+    for start in range(len(question_words)):
+        length = 0
+        while length < len(claim_words) and start + length < len(question_words) \
+                and claim_words[length] == question_words[start + length]:
+            length += 1
+        longest = max(longest, length)
+    lead = claim_words[:longest]
+    return " ".join(lead) if len(lead) >= 2 and _DESCRIPTION_NOUNS & set(lead) else None
+
+
 def whole_sentence(claim: str, sentences: list[str], label: str = "") -> str | None:
     """The source sentence that a claim is the tail of: a claim whose first word is a lowercase word (after
     its paper's label and a gap mark the model copied: 'Rozen et al. … significantly improves …'), and

@@ -10,8 +10,8 @@ from fakes import DoubtingModel, ScriptedModel, items, reply
 from rag.answer import Answerer, count_tokens, format_sources
 from rag.answer_record import CANNOT_ANSWER
 from rag.claims import (FIRM_ODDS, MIN_FIRST_PAPER_ODDS, MIN_SEVERAL_ODDS, MIN_SURE_ODDS, asks_for_link,
-                        asks_for_name, asks_for_several, contrasted_parts, counted_terms, counted_words, names_given,
-                        points_to_link, quote_order, with_bounds, words_after_numbers)
+                        asks_for_name, asks_for_several, contrasted_parts, counted_terms, counted_words, described_paper,
+                        names_given, points_to_link, quote_order, with_bounds, words_after_numbers)
 from rag.corpus import split_sentences
 from rag.errors import PromptError
 from rag.grounding import numbers, quantities, stated_numbers
@@ -1066,6 +1066,30 @@ def test_a_claim_that_contrasts_two_papers_is_checked_and_shown_as_one_claim_per
     answer = run(lambda n: items((both, n["Lovelace and Babbage"])))
     assert [(s.kind, s.supported, s.citations) for s in answer.sentences] == [("claim", True, [1]), ("claim", True, [2])]
     assert labels(answer) == ["Lovelace and Babbage", "Hopper"] and "while" not in answer.answer
+
+
+def test_a_claim_under_the_questions_description_of_another_paper_is_not_its_papers_claim(run):
+    question = "How does the paper on grokking in small transformers differ from the compiler paper on business workloads?"
+    finding = "test accuracy jumps long after training accuracy saturates."
+    answer = run(lambda n: items((f"The compiler paper on business workloads finds that {finding}",
+                                  n["Lovelace and Babbage"])), question=question)   # under the other's description
+    assert "compiler" not in answer.answer and answer.sentences[0].kind == "quote"
+    assert labels(answer) == ["Lovelace and Babbage"]
+    answer = run(lambda n: items((f"The paper on grokking in small transformers finds that {finding}",
+                                  n["Lovelace and Babbage"])), question=question)
+    assert answer.sentences[0].kind == "claim" and answer.sentences[0].supported
+
+
+@pytest.mark.parametrize("claim, question, description", [
+    ("The position paper on causal learning argues X.", "How do the critique of abstraction and the position "
+     "paper on causal learning differ?", "the position paper on causal learning"),
+    ("The LLM-as-a-judge paper proposes X.", "Compare the LLM-as-a-judge paper with AutoLibra.", "the llm-as-a-judge paper"),
+    ("The grokking phenomenon appears late.", "How do the grokking papers differ?", None),   # no word for a paper
+    ("Grokking papers differ.", "How do the grokking papers differ?", None),   # does not open with 'the'
+    ("The paper shows X.", "What does the GFPO paper show?", None),   # one word copied
+])
+def test_described_paper(claim, question, description):
+    assert described_paper(claim, question) == description
 
 
 @pytest.mark.parametrize("claim, parts", [
