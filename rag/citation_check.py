@@ -17,9 +17,8 @@ from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_FIRST_PAPER_O
                         ONE_PAPER_FOR_ONE_QUESTION, RARE_WORD_SHARE, about_several,
                         asked_metric, asked_value, asks_for_authors, asks_for_link, asks_for_name, asks_for_number,
                         authors_claim, contrasted_parts, counted_terms, described_paper, finished_claim,
-                        in_third_person,
-                        method_names, name_the_paper, named_terms, names_given, near_the_best, not_stated_claim,
-                        points_to_link, question_parts, quoted_claim, whole_sentence,
+                        in_third_person, method_names, name_the_paper, named_terms, names_given, near_the_best,
+                        not_stated_claim, points_to_link, question_parts, quoted_claim, whole_sentence,
                         with_bounds, words_after_numbers, written_labels, written_names)
 from rag.corpus import name_tokens, paper_names
 from rag.grounding import GroundingChecker, cosine, numbers, quantities, stated_numbers

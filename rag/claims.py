@@ -166,6 +166,10 @@ _SEVERAL = re.compile(   # the plural must be what is asked about: "which papers
     re.IGNORECASE)
 _UNNAMED_SUBJECT = re.compile(r"(?:the|this) (?P<kind>paper|work|study|article)\b|(?:in this (?:paper|work),? )?we\b"
                               r"|the authors\b", re.IGNORECASE)
+_LEAD_WORD = re.compile(r"[\w%+-]+")
+_DESCRIPTION_NOUNS = frozenset(   # what a question calls a paper it describes: 'the chatbot fairness paper'
+    "paper papers work study article critique survey position one method approach framework benchmark dataset "
+    "algorithm recipe technique model".split())
 _FIRST_PERSON = re.compile(r"\b(?:we|our|ours)\b", re.IGNORECASE)
 _THIRD_PERSON = {"we": "they", "our": "their", "ours": "theirs"}
 _QUOTED = re.compile(r'("[^"]*"|“[^”]*”)')
@@ -453,12 +457,6 @@ def name_the_paper(claim: str, label: str, first: bool = False) -> str:
     if subject is not None and several_authors:
         return f"{label}{claim[subject.end():]}"
     return labelled(label, claim) if first else claim
-
-
-_LEAD_WORD = re.compile(r"[\w%+-]+")
-_DESCRIPTION_NOUNS = frozenset(   # what a question calls a paper it describes: 'the chatbot fairness paper'
-    "paper papers work study article critique survey position one method approach framework benchmark dataset "
-    "algorithm recipe technique model".split())
 
 
 def described_paper(claim: str, question: str) -> str | None:
