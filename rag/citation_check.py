@@ -107,7 +107,7 @@ class CitationChecker:
             else:
                 self.invalid.append(f"[{n}]")
         checked = []
-        for part in contrasted_parts(text, self._labels):
+        for part in contrasted_parts(text, self._labels, self.question):
             sentence = self._check(part, valid[:MAX_CITATIONS_PER_SENTENCE])
             if sentence is not None and not any(s.text == sentence.text for s in self.sentences):
                 checked.append(self._append(sentence))

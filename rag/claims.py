@@ -196,13 +196,15 @@ _PAIR = re.compile(rf"\b({_CAPITAL_WORD})\s+(?:and|&)\s+({_CAPITAL_WORD})\b")
 _CONTRAST = re.compile(r",?\s+(?:while|whereas)\s+|;\s+", re.IGNORECASE)
 
 
-def contrasted_parts(claim: str, labels: set[str]) -> list[str]:
+def contrasted_parts(claim: str, labels: set[str], question: str = "") -> list[str]:
     """A claim that sets given papers side by side ("Fel et al. find X, while Miao et al. find Y"), split into
     its parts, one paper's each, so that each is checked against its own paper: split at ', while',
-    ', whereas' and ';' when every part writes a different one of `labels`. [claim] otherwise ('X cuts cost
-    while keeping accuracy' names one paper)."""
+    ', whereas' and ';' when every part names a different paper, by one of `labels` or by opening with a
+    description of it from the `question` ("The layer pruning paper … , while the paper that merges experts
+    …": described_paper). [claim] otherwise ('X cuts cost while keeping accuracy' names one paper)."""
     parts = [part.strip(" ,;") for part in _CONTRAST.split(claim)]
-    named = [{label for label in labels if label in part} for part in parts]
+    named = [{label for label in labels if label in part} or {described_paper(part, question)} - {None}
+             for part in parts]
     if len(parts) < 2 or any(len(n) != 1 for n in named) or len(set().union(*named)) < len(parts):
         return [claim]
     return [part[0].upper() + part[1:].rstrip(".") + "." for part in parts]

@@ -1078,6 +1078,11 @@ def test_a_claim_under_the_questions_description_of_another_paper_is_not_its_pap
     answer = run(lambda n: items((f"The paper on grokking in small transformers finds that {finding}",
                                   n["Lovelace and Babbage"])), question=question)
     assert answer.sentences[0].kind == "claim" and answer.sentences[0].supported
+    both = (f"The paper on grokking in small transformers finds that {finding[:-1]}, while the compiler paper on "
+            "business workloads cuts programming time by 40%.")   # side by side, each paper by its description
+    answer = run(lambda n: items((both, n["Lovelace and Babbage"])), question=question)
+    assert [(s.kind, s.supported, s.citations) for s in answer.sentences] == [("claim", True, [1]), ("claim", True, [2])]
+    assert labels(answer) == ["Lovelace and Babbage", "Hopper"]
 
 
 @pytest.mark.parametrize("claim, question, description", [
@@ -1102,6 +1107,16 @@ def test_described_paper(claim, question, description):
 ])
 def test_contrasted_parts(claim, parts):
     assert contrasted_parts(claim, {"Fel et al.", "Miao et al.", "Ying"}) == (parts or [claim])
+
+
+def test_contrasted_parts_named_by_the_questions_descriptions():
+    question = "How do the layer pruning paper and the paper that merges experts differ?"
+    both = "The layer pruning paper removes layers, while the paper that merges experts swaps them."
+    assert contrasted_parts(both, set(), question) == ["The layer pruning paper removes layers.",
+                                                      "The paper that merges experts swaps them."]
+    same = "The layer pruning paper removes layers, while the layer pruning paper keeps accuracy."
+    assert contrasted_parts(same, set(), question) == [same]   # one paper described twice
+    assert contrasted_parts(both, set()) == [both]   # no question: the descriptions name nothing
 
 
 def test_an_author_written_in_full_must_belong_to_the_cited_paper(run):
