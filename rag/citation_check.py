@@ -89,6 +89,8 @@ class CitationChecker:
         self.sentences: list[Sentence] = []
         self._renumbered: dict[int, int] = {}
         self._seen_texts: set[str] = set()
+        self._descriptions: dict[int, set[frozenset[str]]] = {}   # (old) source number -> the question's descriptions
+        # of a paper that its claims opened with, as key terms (`_described_as_another`)
 
     def add(self, text: str, cited: list[int]) -> list[Sentence]:
         """Check one sentence of the reply; returns what it becomes, with final citation numbers: itself or
@@ -206,13 +208,23 @@ class CitationChecker:
     def _described_as_another(self, text: str, n: int) -> bool:
         """Does a claim backed by source n open with the question's description of a paper (claims.described_paper)
         that another given source fits better, closer in meaning to its passages ("The LLM-as-a-judge paper proposes
-        a framework for agent evaluation …": AutoLibra's finding, under the other paper's description)?"""
+        a framework for agent evaluation …": AutoLibra's finding, under the other paper's description), or that
+        differs from the description an earlier claim gave source n (neither's key terms hold the other's: "The
+        code model watermarking paper …", then "The Min-K%++ paper …", both of one paper)?"""
         description = described_paper(text, self.question)
-        if description is None or len(self.sources) < 2 or not self.grounding.terms(description):
+        terms = frozenset(self.grounding.terms(description or ""))
+        if not terms:
             return False
-        vector = self.grounding.embed(description)
-        fit = {m: max((cosine(vector, e) for e in s.embeddings), default=0.0) for m, s in self.sources.items()}
-        return max(fit, key=fit.get) != n
+        described = self._descriptions.setdefault(n, set())
+        if any(not (terms <= other or other <= terms) for other in described):
+            return True
+        if len(self.sources) > 1:
+            vector = self.grounding.embed(description)
+            fit = {m: max((cosine(vector, e) for e in s.embeddings), default=0.0) for m, s in self.sources.items()}
+            if max(fit, key=fit.get) != n:
+                return True
+        described.add(terms)
+        return False
 
     def _borrows_from_another(self, text: str, n: int) -> bool:
         """Does a claim backed by source n mix in another given paper: MIN_BORROWED_TERMS or more of its key terms

@@ -1085,6 +1085,17 @@ def test_a_claim_under_the_questions_description_of_another_paper_is_not_its_pap
     assert labels(answer) == ["Lovelace and Babbage", "Hopper"]
 
 
+def test_one_paper_under_two_of_the_questions_descriptions_keeps_the_first(run, monkeypatch):
+    monkeypatch.setattr("rag.answer.Answerer.papers_to_read", lambda self, hits, question: hits[:1])   # one given
+    question = "How does the paper on grokking in small transformers differ from the compiler paper on business workloads?"
+    answer = run(lambda n: items(
+        ("The paper on grokking in small transformers finds that weight decay controls the delay.", n["Lovelace and Babbage"]),
+        ("The compiler paper on business workloads finds that test accuracy jumps long after training accuracy "
+         "saturates.", n["Lovelace and Babbage"])), question=question)
+    assert [(s.kind, s.supported) for s in answer.sentences] == [("claim", True), ("claim", False)]   # shown flagged
+    assert labels(answer) == ["Lovelace and Babbage"]
+
+
 @pytest.mark.parametrize("claim, question, description", [
     ("The position paper on causal learning argues X.", "How do the critique of abstraction and the position "
      "paper on causal learning differ?", "the position paper on causal learning"),

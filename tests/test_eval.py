@@ -176,9 +176,10 @@ def test_the_request_set_opens_every_question_with_a_request():
 def test_the_compare_set_asks_how_two_papers_differ():
     """eval/compare.jsonl: each question asks how two papers differ or compares them; gold: both papers, which exist."""
     questions = load_questions(default_question_sets()["lexical"].with_name("compare.jsonl"), set(PAPERS))
-    assert len(questions) >= 12 and {q.type for q in questions} == {"multi"}
+    assert len(questions) >= 24 and {q.type for q in questions} == {"multi"}
     assert all(len(q.gold) == 2 and q.answerable for q in questions)
-    assert all(re.search(r"\b(?:differ|difference|compare|contrast)", q.question, re.IGNORECASE) for q in questions)
+    assert all(re.search(r"\b(?:differ|difference|compare|contrast|distinguish)|不同|区别", q.question, re.IGNORECASE)
+               for q in questions)
 
 
 def test_the_casual_set_asks_as_users_type():
