@@ -21,7 +21,7 @@ from rag.claims import (FIRM_ODDS, MIN_DOUBT_SOURCE_RELEVANCE, MIN_FIRST_PAPER_O
                         not_stated_claim, points_to_link, question_parts, quoted_claim, whole_sentence,
                         with_bounds, words_after_numbers, written_labels, written_names)
 from rag.corpus import name_tokens, paper_names
-from rag.grounding import GroundingChecker, cosine, numbers, quantities, stated_numbers
+from rag.grounding import GroundingChecker, closeness, numbers, quantities, stated_numbers
 from rag.mentions import MentionIndex
 from rag.reply import split_inline_citations
 from rag.retrieve import Hit
@@ -220,7 +220,7 @@ class CitationChecker:
             return True
         if len(self.sources) > 1:
             vector = self.grounding.embed(description)
-            fit = {m: max((cosine(vector, e) for e in s.embeddings), default=0.0) for m, s in self.sources.items()}
+            fit = {m: closeness(vector, s.embeddings) for m, s in self.sources.items()}
             if max(fit, key=fit.get) != n:
                 return True
         described.add(terms)

@@ -168,7 +168,7 @@ class GroundingChecker:
             source_terms = self.source_terms(source_text)
         overlap = len(terms & source_terms) / len(terms) if terms else 0.0
         vector = sentence_embedding if sentence_embedding is not None else self.embed(sentence)
-        similarity = max((cosine(vector, chunk) for chunk in chunk_embeddings), default=0.0)
+        similarity = closeness(vector, chunk_embeddings)
         backed = overlap >= MIN_TERM_OVERLAP or (similarity >= MIN_SIMILARITY and
                                                  overlap >= MIN_TERM_OVERLAP_IF_SIMILAR)
         return Support(backed and not missing, similarity, overlap, missing)
@@ -179,3 +179,8 @@ def cosine(a, b) -> float:
     dot = sum(x * y for x, y in zip(a, b))
     norm = (sum(x * x for x in a) ** 0.5) * (sum(y * y for y in b) ** 0.5)
     return dot / norm if norm else 0.0
+
+
+def closeness(vector, embeddings) -> float:
+    """The cosine of the vector to the closest of these embeddings (a source's passages); 0.0 for none."""
+    return max((cosine(vector, embedding) for embedding in embeddings), default=0.0)
